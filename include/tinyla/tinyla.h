@@ -1,0 +1,99 @@
+/* tinyla: batched linear algebra for huge batches of tiny matrices.
+ *
+ * Layout: row-major, contiguous (batch, n, n); element (b, i, j) of a is
+ * a[(b*n + i)*n + j]. Complex types are interleaved (re, im) pairs, layout
+ * compatible with C99 `float complex` / `double complex` and std::complex.
+ * Suffixes: f32 = float, f64 = double, c64 = float complex, c128 = double complex.
+ *
+ * Every function validates its arguments first; on TINYLA_INVALID_ARGUMENT
+ * nothing has been written. Per-matrix numerical problems (singular
+ * matrices, NaN/Inf entries) are never an error status: they are reported
+ * per matrix through the documented values and `info`.
+ *
+ *   slogdet      sign (real: -1, 0, +1; complex: phase with |phase| = 1, or 0)
+ *                and logabsdet = log|det A|. Singular: sign 0, logabsdet -inf.
+ *                NaN entry: sign and logabsdet NaN. n = 0: sign 1, logabsdet 0.
+ *   det          det A, computed from the same factorization with an exact
+ *                power-of-two scaling: overflows/underflows only when det
+ *                itself is out of range. n = 0: 1.
+ *   inv          A^-1. info[b] (nullable) = 0, or k > 0 when U(k,k) is exactly
+ *                zero (LAPACK getrf convention, 1-based); then that inverse is
+ *                filled with NaN.
+ *   solve        X = A^-1 B for B of shape (batch, n, nrhs); info as for inv.
+ *   slogdet_inv  sign, logabsdet and A^-1 from one factorization.
+ *
+ * In-place use (inv == a, x == b) is allowed; other overlaps are undefined.
+ */
+#ifndef TINYLA_TINYLA_H
+#define TINYLA_TINYLA_H
+
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define TINYLA_API __declspec(dllexport)
+#else
+#define TINYLA_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  TINYLA_OK = 0,
+  TINYLA_INVALID_ARGUMENT,
+  TINYLA_UNSUPPORTED,
+  TINYLA_OUT_OF_MEMORY,
+  TINYLA_BACKEND_ERROR
+} tinyla_status;
+
+/* Static, never NULL (unknown values give "unknown status"). */
+TINYLA_API const char* tinyla_status_string(tinyla_status s);
+
+/* Threads used by later calls; 0 = hardware concurrency (the default, or the
+ * value of the environment variable TINYLA_NUM_THREADS when set). Results are
+ * bit-identical for every thread count. Negative values are ignored. */
+TINYLA_API void tinyla_set_num_threads(int n);
+TINYLA_API int tinyla_get_num_threads(void);
+
+/* Name of the CPU code path in use ("avx512", "avx2", "vec128", "scalar");
+ * the environment variable TINYLA_ISA selects a supported one. */
+TINYLA_API const char* tinyla_cpu_backend(void);
+
+#define TINYLA_DECLARE_REAL(sfx, T)                                                                 \
+  TINYLA_API tinyla_status tinyla_slogdet_##sfx(int64_t batch, int64_t n, const T* a, T* sign,     \
+                                                T* logabsdet);                                      \
+  TINYLA_API tinyla_status tinyla_det_##sfx(int64_t batch, int64_t n, const T* a, T* det);         \
+  TINYLA_API tinyla_status tinyla_inv_##sfx(int64_t batch, int64_t n, const T* a, T* inv,          \
+                                            int32_t* info);                                         \
+  TINYLA_API tinyla_status tinyla_solve_##sfx(int64_t batch, int64_t n, int64_t nrhs, const T* a,  \
+                                              const T* b, T* x, int32_t* info);                     \
+  TINYLA_API tinyla_status tinyla_slogdet_inv_##sfx(int64_t batch, int64_t n, const T* a, T* sign, \
+                                                    T* logabsdet, T* inv);
+
+/* Complex variants take interleaved (re, im) arrays as void*; phase and det
+ * are complex, logabsdet is real. */
+#define TINYLA_DECLARE_COMPLEX(sfx, R)                                                                \
+  TINYLA_API tinyla_status tinyla_slogdet_##sfx(int64_t batch, int64_t n, const void* a, void* phase, \
+                                                R* logabsdet);                                        \
+  TINYLA_API tinyla_status tinyla_det_##sfx(int64_t batch, int64_t n, const void* a, void* det);     \
+  TINYLA_API tinyla_status tinyla_inv_##sfx(int64_t batch, int64_t n, const void* a, void* inv,      \
+                                            int32_t* info);                                           \
+  TINYLA_API tinyla_status tinyla_solve_##sfx(int64_t batch, int64_t n, int64_t nrhs, const void* a, \
+                                              const void* b, void* x, int32_t* info);                 \
+  TINYLA_API tinyla_status tinyla_slogdet_inv_##sfx(int64_t batch, int64_t n, const void* a,         \
+                                                    void* phase, R* logabsdet, void* inv);
+
+TINYLA_DECLARE_REAL(f32, float)
+TINYLA_DECLARE_REAL(f64, double)
+TINYLA_DECLARE_COMPLEX(c64, float)
+TINYLA_DECLARE_COMPLEX(c128, double)
+
+#undef TINYLA_DECLARE_REAL
+#undef TINYLA_DECLARE_COMPLEX
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TINYLA_TINYLA_H */

@@ -1,0 +1,48 @@
+// Internal interface between the C API (validation, threading, dispatch) and
+// the per-ISA CPU backends (packing lanes, running src/kernels).
+#pragma once
+
+#include <cstdint>
+
+namespace tinyla::cpu {
+
+enum class dtype : int { f32 = 0, f64 = 1, c64 = 2, c128 = 3 };
+enum class op : int { slogdet, det, inv, solve, slogdet_inv };
+
+// One validated call. Pointers are to the whole batch; a backend processes
+// matrices [begin, end). Unused outputs are null.
+struct job {
+  op kind;
+  std::int64_t batch, n, nrhs;
+  const void* a;       // (batch, n, n)
+  const void* b;       // (batch, n, nrhs) for solve
+  void* x;             // inverse (batch, n, n) or solution (batch, n, nrhs)
+  void* sign;          // (batch) real sign or complex phase
+  void* logabsdet;     // (batch) real
+  void* det;           // (batch) element type
+  std::int32_t* info;  // (batch), nullable
+};
+
+using range_fn = void (*)(const job&, std::int64_t begin, std::int64_t end);
+
+// Largest n served by the SIMD fast path; larger n go to LAPACK.
+inline constexpr int max_fast_n = 32;
+
+struct backend_table {
+  const char* name;     // "avx512", "avx2", "sse2", "neon", "scalar"
+  int lanes_f64;        // matrices per lane group for float64
+  range_fn run[4];      // indexed by dtype; n <= max_fast_n only
+};
+
+// Defined in backend_isa.cpp, once per ISA built into this library.
+extern const backend_table table_scalar;
+extern const backend_table table_vec128;
+#if defined(__x86_64__)
+extern const backend_table table_avx2;
+extern const backend_table table_avx512;
+#endif
+
+// Large-n path (LAPACK getrf/getri/getrs per matrix), lapack_fallback.cpp.
+void run_lapack(dtype t, const job& jb, std::int64_t begin, std::int64_t end);
+
+}  // namespace tinyla::cpu

@@ -1,0 +1,215 @@
+// The CPU backend for one ISA: packs W consecutive matrices of the batch into
+// W lanes (an in-register transpose), runs the src/kernels algorithm on the
+// lane group, and unpacks the results. CMake compiles this file once per ISA
+// with that ISA's target flags and:
+//   TINYLA_KERNEL_NS     namespace of this instantiation (see lanes.hpp)
+//   TINYLA_TABLE         name of the exported backend_table
+//   TINYLA_VECTOR_BYTES  vector register width; 0 = scalar lanes (W = 1)
+#include <algorithm>
+#include <complex>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "cpu/backend.hpp"
+#include "cpu/simd.hpp"
+#include "kernels/lu.hpp"
+
+#ifndef TINYLA_VECTOR_BYTES
+#error "TINYLA_VECTOR_BYTES must be set by the build"
+#endif
+
+namespace tinyla::TINYLA_KERNEL_NS {
+namespace {
+
+using std::int64_t;
+using cpu::job;
+using cpu::op;
+
+// Sizes with a compile-time instantiation (fully unrolled); larger n up to
+// max_fast_n share one run-time-n instantiation.
+constexpr int max_fixed_n = 8;
+
+template <class R> constexpr int lanes_of() {
+  return TINYLA_VECTOR_BYTES == 0 ? 1 : TINYLA_VECTOR_BYTES / int(sizeof(R));
+}
+template <class R, int W> struct lane_type { using type = simd<R, W>; };
+template <class R> struct lane_type<R, 1> { using type = R; };
+
+template <class R> R lane_get(R x, int) { return x; }
+template <class R, int W> R lane_get(simd<R, W> x, int w) { return x[w]; }
+
+// ---- packing: rows of W consecutive matrices <-> lanes ------------------------
+
+template <int W, int d, bool hi, class V, std::size_t... I>
+V butterfly(V a, V b, std::index_sequence<I...>) {
+  // Exchanges bit d of the row index with bit d of the lane index.
+  return __builtin_shufflevector(
+      a, b, (hi ? ((I & d) == 0 ? I + d : W + I) : ((I & d) == 0 ? I : W + I - d))...);
+}
+template <int W, int d = W / 2, class V> void transpose_square(V* r) {
+  if constexpr (d >= 1) {
+    for (int i = 0; i < W; ++i) {
+      if (i & d) continue;
+      V a = r[i], b = r[i + d];
+      r[i] = butterfly<W, d, false>(a, b, std::make_index_sequence<W>{});
+      r[i + d] = butterfly<W, d, true>(a, b, std::make_index_sequence<W>{});
+    }
+    transpose_square<W, d / 2>(r);
+  }
+}
+
+// K reals of each of `count` matrices (matrix w at src + w * K) into K lanes
+// at dst; lanes past count repeat matrix 0 (their results are dropped).
+template <class R, int W> void pack(const R* src, int64_t K, int count, void* dst) {
+  auto* out = static_cast<char*>(dst);
+  if constexpr (W == 1) {
+    std::memcpy(out, src, size_t(K) * sizeof(R));
+  } else {
+    using V = typename simd<R, W>::native;
+    const R* rows[W];
+    for (int w = 0; w < W; ++w) rows[w] = src + (w < count ? w : 0) * K;
+    int64_t c = 0;
+    for (; c + W <= K; c += W, out += sizeof(V) * W) {
+      V r[W];
+      for (int w = 0; w < W; ++w) std::memcpy(&r[w], rows[w] + c, sizeof(V));
+      transpose_square<W>(r);
+      std::memcpy(out, r, sizeof(r));
+    }
+    for (; c < K; ++c, out += sizeof(V)) {
+      V v;
+      for (int w = 0; w < W; ++w) v[w] = rows[w][c];
+      std::memcpy(out, &v, sizeof(V));
+    }
+  }
+}
+
+template <class R, int W> void unpack(const void* src, int64_t K, int count, R* dst) {
+  if (count > W) __builtin_unreachable();
+  const auto* in = static_cast<const char*>(src);
+  if constexpr (W == 1) {
+    std::memcpy(dst, in, size_t(K) * sizeof(R));
+  } else {
+    using V = typename simd<R, W>::native;
+    int64_t c = 0;
+    for (; c + W <= K; c += W, in += sizeof(V) * W) {
+      V r[W];
+      std::memcpy(r, in, sizeof(r));
+      transpose_square<W>(r);
+      for (int w = 0; w < count; ++w) std::memcpy(dst + w * K + c, &r[w], sizeof(V));
+    }
+    for (; c < K; ++c, in += sizeof(V)) {
+      V v;
+      std::memcpy(&v, in, sizeof(V));
+      for (int w = 0; w < count; ++w) dst[w * K + c] = v[w];
+    }
+  }
+}
+
+// ---- per-matrix outputs -------------------------------------------------------
+
+template <class L> void store_real(void* out, int64_t b, int count, L v) {
+  auto* o = static_cast<real_of<L>*>(out) + b;
+  for (int w = 0; w < count; ++w) o[w] = lane_get(v, w);
+}
+template <class L> void store_element(void* out, int64_t b, int count, L v) { store_real(out, b, count, v); }
+template <class L> void store_element(void* out, int64_t b, int count, cplx<L> v) {
+  auto* o = static_cast<real_of<L>*>(out) + 2 * b;
+  for (int w = 0; w < count; ++w) o[2 * w] = lane_get(v.re, w), o[2 * w + 1] = lane_get(v.im, w);
+}
+template <class L> void store_info(std::int32_t* out, int64_t b, int count, L v) {
+  if (!out) return;
+  for (int w = 0; w < count; ++w) out[b + w] = std::int32_t(lane_get(v, w));
+}
+
+// ---- one dtype, one size class --------------------------------------------------
+
+template <class T> struct element_layout {
+  using real = T;
+  static constexpr int reals = 1;
+};
+template <class R> struct element_layout<std::complex<R>> {
+  using real = R;
+  static constexpr int reals = 2;
+};
+
+// Storage for an n x m lane-group matrix: on the stack for compile-time
+// sizes, on the heap (once per range) otherwise.
+template <class E, int Size> struct group_storage {
+  E v[Size > 0 ? Size : 1];
+  explicit group_storage(int64_t) {}
+  E* data() { return v; }
+};
+template <class E> struct group_storage<E, -1> {
+  std::vector<E> v;
+  explicit group_storage(int64_t size) : v(size_t(std::max<int64_t>(size, 1))) {}
+  E* data() { return v.data(); }
+};
+
+template <class T, int N> void run_range(const job& jb, int64_t begin, int64_t end) {
+  using R = typename element_layout<T>::real;
+  constexpr int C = element_layout<T>::reals;
+  constexpr int W = lanes_of<R>();
+  using L = typename lane_type<R, W>::type;
+  using E = std::conditional_t<C == 2, cplx<L>, L>;
+  constexpr int fixed_size = N >= 0 ? N * N : -1;
+
+  const shape<N, N> sq{int(jb.n), int(jb.n)};
+  const int n = sq.n();
+  const int64_t ka = int64_t(n) * n * C, kb = int64_t(n) * jb.nrhs * C;
+  group_storage<E, fixed_size> a(int64_t(n) * n);
+  group_storage<E, fixed_size> x(jb.kind == op::inv || jb.kind == op::slogdet_inv ? int64_t(n) * n : 0);
+  group_storage<E, -1> rhs(jb.kind == op::solve ? int64_t(n) * jb.nrhs : 0);
+
+  for (int64_t b = begin; b < end; b += W) {
+    const int count = int(std::min<int64_t>(W, end - b));
+    pack<R, W>(static_cast<const R*>(jb.a) + b * ka, ka, count, a.data());
+    det_accum<E> acc;
+    switch (jb.kind) {
+      case op::slogdet:
+      case op::det:
+        acc = determinant(sq, a.data());
+        break;
+      case op::inv:
+      case op::slogdet_inv:
+        store_info(jb.info, b, count, invert(sq, a.data(), x.data(), acc));
+        unpack<R, W>(x.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
+        break;
+      case op::solve:
+        pack<R, W>(static_cast<const R*>(jb.b) + b * kb, kb, count, rhs.data());
+        store_info(jb.info, b, count, solve(shape<N, -1>{n, int(jb.nrhs)}, a.data(), rhs.data(), acc));
+        unpack<R, W>(rhs.data(), kb, count, static_cast<R*>(jb.x) + b * kb);
+        break;
+    }
+    if (jb.sign) store_element(jb.sign, b, count, acc.reported_sign());
+    if (jb.logabsdet) store_real(jb.logabsdet, b, count, acc.logabsdet());
+    if (jb.det) store_element(jb.det, b, count, acc.determinant());
+  }
+}
+
+template <class T, std::size_t... Ns> void run_sized(const job& jb, int64_t begin, int64_t end,
+                                                     std::index_sequence<Ns...>) {
+  using fn = void (*)(const job&, int64_t, int64_t);
+  static constexpr fn fixed[] = {&run_range<T, int(Ns)>...};
+  if (jb.n < int64_t(sizeof...(Ns))) fixed[jb.n](jb, begin, end);
+  else run_range<T, -1>(jb, begin, end);
+}
+
+template <class T> void run_dtype(const job& jb, int64_t begin, int64_t end) {
+  run_sized<T>(jb, begin, end, std::make_index_sequence<max_fixed_n + 1>{});
+}
+
+}  // namespace
+}  // namespace tinyla::TINYLA_KERNEL_NS
+
+namespace tinyla::cpu {
+#define TINYLA_STR2(x) #x
+#define TINYLA_STR(x) TINYLA_STR2(x)
+extern const backend_table TINYLA_TABLE = {
+    TINYLA_STR(TINYLA_KERNEL_NS),
+    TINYLA_KERNEL_NS::lanes_of<double>(),
+    {&TINYLA_KERNEL_NS::run_dtype<float>, &TINYLA_KERNEL_NS::run_dtype<double>,
+     &TINYLA_KERNEL_NS::run_dtype<std::complex<float>>, &TINYLA_KERNEL_NS::run_dtype<std::complex<double>>},
+};
+}  // namespace tinyla::cpu

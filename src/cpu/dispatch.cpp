@@ -1,0 +1,145 @@
+#include "cpu/dispatch.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+
+#include "cpu/thread_pool.hpp"
+
+namespace tinyla::cpu {
+namespace {
+
+bool cpu_can_run(const backend_table& t) {
+#if defined(__x86_64__)
+  if (&t == &table_avx512)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+  if (&t == &table_avx2)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+  if (&t == &table_vec128) return __builtin_cpu_supports("sse4.2");
+#endif
+  (void)t;
+  return true;
+}
+
+// Best first.
+const backend_table* const all_backends[] = {
+#if defined(__x86_64__)
+    &table_avx512, &table_avx2,
+#endif
+    &table_vec128, &table_scalar};
+
+const backend_table* find_backend(const char* name) {
+  for (const backend_table* t : all_backends)
+    if (std::strcmp(t->name, name) == 0 && cpu_can_run(*t)) return t;
+  return nullptr;
+}
+
+const backend_table* initial_backend() {
+  if (const char* env = std::getenv("TINYLA_ISA"); env && *env) {
+    if (const backend_table* t = find_backend(env)) return t;
+    std::fprintf(stderr, "tinyla: TINYLA_ISA=%s is unknown or not supported by this CPU; using the best available\n",
+                 env);
+  }
+  for (const backend_table* t : all_backends)
+    if (cpu_can_run(*t)) return t;
+  return &table_scalar;
+}
+
+std::atomic<const backend_table*> active_backend{nullptr};
+
+int threads_from_env() {
+  if (const char* env = std::getenv("TINYLA_NUM_THREADS"); env && *env) {
+    char* end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (*end == '\0' && v >= 0 && v <= 4096) return int(v);
+    std::fprintf(stderr, "tinyla: ignoring TINYLA_NUM_THREADS=%s (expected a non-negative integer)\n", env);
+  }
+  return 0;
+}
+
+int resolve_threads(int n) {
+  if (n > 0) return n;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::mutex pool_mutex;  // guards replacing the pool
+std::shared_ptr<thread_pool> pool;
+
+std::shared_ptr<thread_pool> get_pool() {
+  std::lock_guard lk(pool_mutex);
+  if (!pool) pool = std::make_shared<thread_pool>(resolve_threads(threads_from_env()));
+  return pool;
+}
+
+}  // namespace
+
+const backend_table& current_backend() {
+  const backend_table* t = active_backend.load(std::memory_order_acquire);
+  if (!t) {
+    const backend_table* chosen = initial_backend();
+    active_backend.compare_exchange_strong(t, chosen);
+    t = active_backend.load(std::memory_order_acquire);
+  }
+  return *t;
+}
+
+bool select_backend(const char* name) {
+  const backend_table* t = name ? find_backend(name) : nullptr;
+  if (!t) return false;
+  active_backend.store(t, std::memory_order_release);
+  return true;
+}
+
+void set_num_threads(int n) {
+  if (n < 0) return;
+  auto fresh = std::make_shared<thread_pool>(resolve_threads(n));
+  std::lock_guard lk(pool_mutex);
+  pool = std::move(fresh);  // a run in flight keeps the old pool alive
+}
+
+int num_threads() { return get_pool()->threads(); }
+
+bool execute(dtype t, const job& jb) {
+  if (jb.batch == 0) return true;
+  const backend_table& backend = current_backend();
+  const bool fast = jb.n <= max_fast_n;
+  auto run = [&](std::int64_t begin, std::int64_t end) {
+    if (fast) backend.run[int(t)](jb, begin, end);
+    else run_lapack(t, jb, begin, end);
+  };
+
+  // Split only when each thread gets enough work to pay for the wake-up
+  // (~ a few microseconds). Chunk edges are multiples of 64 matrices; each
+  // matrix's result does not depend on its neighbours, so the split never
+  // changes any bits.
+  const std::int64_t n = jb.n, m = jb.kind == op::solve ? jb.nrhs : (jb.kind == op::inv || jb.kind == op::slogdet_inv ? n : 0);
+  const double flops_per_matrix = double(n + 1) * double(n + 1) * double(n + m + 1);
+  const double total = flops_per_matrix * double(jb.batch);
+  auto p = get_pool();
+  const std::int64_t by_work = std::int64_t(total / 2e5) + 1;
+  const std::int64_t by_batch = (jb.batch + 63) / 64;
+  const int tasks = int(std::min<std::int64_t>({p->threads(), by_work, by_batch}));
+  std::int64_t chunk = (jb.batch + tasks - 1) / tasks;
+  chunk = (chunk + 63) / 64 * 64;
+
+  std::atomic<bool> out_of_memory{false};
+  p->run(tasks, [&](int i) {
+    const std::int64_t begin = std::min(jb.batch, i * chunk), end = std::min(jb.batch, begin + chunk);
+    if (begin >= end) return;
+    try {
+      run(begin, end);
+    } catch (const std::bad_alloc&) {
+      out_of_memory = true;
+    }
+  });
+  return !out_of_memory;
+}
+
+}  // namespace tinyla::cpu

@@ -1,0 +1,132 @@
+// n > max_fast_n: one LAPACK getrf (+ getri / getrs) per matrix. The matrix is
+// transposed into column-major scratch first, so LAPACK pivots the rows of A
+// itself and pivots, info and results follow the same conventions as the fast
+// path. The determinant is accumulated with the fast path's own det_accum.
+#include <algorithm>
+#include <complex>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpu/backend.hpp"
+#include "kernels/lu.hpp"
+
+extern "C" {
+#define TINYLA_LAPACK_PROTOS(p, T)                                                                  \
+  void p##getrf_(const int* m, const int* n, T* a, const int* lda, int* ipiv, int* info);           \
+  void p##getri_(const int* n, T* a, const int* lda, const int* ipiv, T* work, const int* lwork,    \
+                 int* info);                                                                         \
+  void p##getrs_(const char* trans, const int* n, const int* nrhs, const T* a, const int* lda,      \
+                 const int* ipiv, T* b, const int* ldb, int* info, std::size_t trans_len);
+TINYLA_LAPACK_PROTOS(s, float)
+TINYLA_LAPACK_PROTOS(d, double)
+TINYLA_LAPACK_PROTOS(c, std::complex<float>)
+TINYLA_LAPACK_PROTOS(z, std::complex<double>)
+#undef TINYLA_LAPACK_PROTOS
+}
+
+namespace tinyla::cpu {
+namespace {
+
+template <class T> struct lapack;
+#define TINYLA_LAPACK_BIND(p, T)                                                    \
+  template <> struct lapack<T> {                                                    \
+    static constexpr auto getrf = &p##getrf_;                                       \
+    static constexpr auto getri = &p##getri_;                                       \
+    static constexpr auto getrs = &p##getrs_;                                       \
+  };
+TINYLA_LAPACK_BIND(s, float)
+TINYLA_LAPACK_BIND(d, double)
+TINYLA_LAPACK_BIND(c, std::complex<float>)
+TINYLA_LAPACK_BIND(z, std::complex<double>)
+#undef TINYLA_LAPACK_BIND
+
+template <class T> struct kernel_element { using type = T; };
+template <class R> struct kernel_element<std::complex<R>> { using type = kern::cplx<R>; };
+
+template <class T> bool is_nan(T x) { return x != x; }
+template <class R> bool is_nan(std::complex<R> x) { return x != x; }
+
+// dst (cols x rows, row-major) = transpose of src (rows x cols, row-major).
+template <class T> void transpose(const T* src, T* dst, int rows, int cols) {
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) dst[std::int64_t(j) * rows + i] = src[std::int64_t(i) * cols + j];
+}
+
+template <class T> void fill_nan(T* x, std::int64_t count) {
+  const auto nan = kern::nan_element<typename kernel_element<T>::type>();
+  for (std::int64_t i = 0; i < count; ++i) std::memcpy(x + i, &nan, sizeof(T));
+}
+
+template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_t end) {
+  using E = typename kernel_element<T>::type;
+  const int n = int(jb.n), nrhs = int(jb.nrhs);
+  const std::int64_t nn = std::int64_t(n) * n, nb = std::int64_t(n) * nrhs;
+  std::vector<T> lu(nn), work;
+  std::vector<int> ipiv(n);
+  std::vector<T> rhs(jb.kind == op::solve ? nb : 0);
+  if (jb.kind == op::inv || jb.kind == op::slogdet_inv) work.resize(std::max<std::int64_t>(1, 64 * n));
+
+  for (std::int64_t b = begin; b < end; ++b) {
+    const T* a = static_cast<const T*>(jb.a) + b * nn;
+    const bool has_nan = std::any_of(a, a + nn, [](T v) { return is_nan(v); });
+    transpose(a, lu.data(), n, n);
+    int info = 0;
+    lapack<T>::getrf(&n, &n, lu.data(), &n, ipiv.data(), &info);
+
+    kern::det_accum<E> acc;
+    for (int i = 0; i < n; ++i) {
+      E u;
+      std::memcpy(&u, &lu[std::int64_t(i) * n + i], sizeof(E));
+      acc.flip(ipiv[i] != i + 1);
+      acc.multiply(u);
+      if ((i & 15) == 15) acc.normalize();
+    }
+    acc.normalize();
+    if (has_nan) acc.mant = std::numeric_limits<kern::lane_of<E>>::quiet_NaN();
+
+    if (jb.kind == op::inv || jb.kind == op::slogdet_inv) {
+      T* x = static_cast<T*>(jb.x) + b * nn;
+      if (info == 0) {
+        const int lwork = int(work.size());
+        int info2 = 0;
+        lapack<T>::getri(&n, lu.data(), &n, ipiv.data(), work.data(), &lwork, &info2);
+        transpose(lu.data(), x, n, n);
+      } else {
+        fill_nan(x, nn);
+      }
+    } else if (jb.kind == op::solve) {
+      T* x = static_cast<T*>(jb.x) + b * nb;
+      if (info == 0) {
+        transpose(static_cast<const T*>(jb.b) + b * nb, rhs.data(), n, nrhs);
+        const char trans = 'N';
+        int info2 = 0;
+        lapack<T>::getrs(&trans, &n, &nrhs, lu.data(), &n, ipiv.data(), rhs.data(), &n, &info2, 1);
+        transpose(rhs.data(), x, nrhs, n);
+      } else {
+        fill_nan(x, nb);
+      }
+    }
+    if (jb.info) jb.info[b] = info;
+    const E sign = acc.reported_sign();
+    if (jb.sign) std::memcpy(static_cast<T*>(jb.sign) + b, &sign, sizeof(T));
+    if (jb.logabsdet) static_cast<kern::lane_of<E>*>(jb.logabsdet)[b] = acc.logabsdet();
+    if (jb.det) {
+      const E d = acc.determinant();
+      std::memcpy(static_cast<T*>(jb.det) + b, &d, sizeof(T));
+    }
+  }
+}
+
+}  // namespace
+
+void run_lapack(dtype t, const job& jb, std::int64_t begin, std::int64_t end) {
+  switch (t) {
+    case dtype::f32: return run_typed<float>(jb, begin, end);
+    case dtype::f64: return run_typed<double>(jb, begin, end);
+    case dtype::c64: return run_typed<std::complex<float>>(jb, begin, end);
+    case dtype::c128: return run_typed<std::complex<double>>(jb, begin, end);
+  }
+}
+
+}  // namespace tinyla::cpu

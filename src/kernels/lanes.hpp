@@ -1,0 +1,174 @@
+// Lane primitives for the scalar lane (one matrix per lane: the CPU reference
+// path and, later, one GPU thread per matrix) and the complex element type
+// built on top of any real lane type.
+//
+// A "lane type" L is a real type (float, double, or tinyla::simd<T, W> from
+// src/cpu/simd.hpp) that supports + - * / and these free functions:
+//   fmadd(a, b, c)   a*b + c with one rounding
+//   absval(a), sqrtl_(a)
+//   a < b, a == b ... -> mask_of<L>;  select(mask, a, b);  any_of(mask)
+//   frexp2(x, e)     x = m * 2^e, |m| in [0.5, 1) (exact; x unchanged if 0/inf/nan)
+//   ldexp2(x, e)     x * 2^e with one rounding (e is an integral value held in L)
+// Every algorithm in src/kernels is written once against these.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+// Every translation unit that instantiates kernels with its own target flags
+// (one per ISA) sets its own namespace, so the linker can never merge an
+// AVX-512 instantiation into code that runs on a machine without AVX-512.
+#ifndef TINYLA_KERNEL_NS
+#define TINYLA_KERNEL_NS kern
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define TINYLA_HD __host__ __device__ __forceinline__
+#else
+#define TINYLA_HD inline __attribute__((always_inline))
+#endif
+
+namespace tinyla::TINYLA_KERNEL_NS {
+
+// ---- scalar lanes ---------------------------------------------------------
+
+template <class T>
+concept scalar_real = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+template <scalar_real T> TINYLA_HD T fmadd(T a, T b, T c) { return std::fma(a, b, c); }
+template <scalar_real T> TINYLA_HD T absval(T a) { return std::fabs(a); }
+template <scalar_real T> TINYLA_HD T sqrtl_(T a) { return std::sqrt(a); }
+template <scalar_real T> TINYLA_HD T select(bool m, T a, T b) { return m ? a : b; }
+TINYLA_HD bool any_of(bool m) { return m; }
+template <scalar_real T> TINYLA_HD T frexp2(T x, T& e) {
+  int ei = 0;
+  T m = std::frexp(x, &ei);
+  e = T(ei);
+  return m;
+}
+template <scalar_real T> TINYLA_HD T ldexp2(T x, T e) {
+  // e may exceed int range only for absurd inputs; clamp keeps the result
+  // (0 or inf) right.
+  constexpr T lim = T(1 << 20);
+  e = e > lim ? lim : (e < -lim ? -lim : e);
+  return std::ldexp(x, int(e));
+}
+
+// ---- lane traits -----------------------------------------------------------
+
+template <class L> struct lane_traits;  // real_type, mask_type, width
+template <scalar_real T> struct lane_traits<T> {
+  using real_type = T;
+  using mask_type = bool;
+  static constexpr int width = 1;
+};
+template <class L> using mask_of = typename lane_traits<L>::mask_type;
+template <class L> using real_of = typename lane_traits<L>::real_type;
+
+template <class L> TINYLA_HD mask_of<L> is_nan(L x) { return x != x; }
+
+// ---- complex elements over any real lane ----------------------------------
+
+// Layout-compatible with std::complex / C99 complex (re, im interleaved) when L
+// is scalar, and with W interleaved complex matrices ("re lanes, im lanes")
+// when L is a SIMD lane.
+template <class L> struct cplx {
+  L re, im;
+};
+
+template <class L> TINYLA_HD cplx<L> operator+(cplx<L> a, cplx<L> b) { return {a.re + b.re, a.im + b.im}; }
+template <class L> TINYLA_HD cplx<L> operator-(cplx<L> a, cplx<L> b) { return {a.re - b.re, a.im - b.im}; }
+template <class L> TINYLA_HD cplx<L> operator-(cplx<L> a) { return {-a.re, -a.im}; }
+template <class L> TINYLA_HD cplx<L> operator*(cplx<L> a, cplx<L> b) {
+  return {fmadd(a.re, b.re, -(a.im * b.im)), fmadd(a.re, b.im, a.im * b.re)};
+}
+template <class L> TINYLA_HD cplx<L> operator*(cplx<L> a, L s) { return {a.re * s, a.im * s}; }
+template <class L> TINYLA_HD cplx<L> select(mask_of<L> m, cplx<L> a, cplx<L> b) {
+  return {select(m, a.re, b.re), select(m, a.im, b.im)};
+}
+
+// ---- element traits: E is a real lane L or cplx<L> ------------------------
+
+template <class E> struct element_traits {
+  using lane = E;
+  static constexpr bool is_complex = false;
+};
+template <class L> struct element_traits<cplx<L>> {
+  using lane = L;
+  static constexpr bool is_complex = true;
+};
+template <class E> using lane_of = typename element_traits<E>::lane;
+
+template <class E> TINYLA_HD E make_element(double re) {
+  if constexpr (element_traits<E>::is_complex) {
+    using L = lane_of<E>;
+    return E{L(re), L(0)};
+  } else {
+    return E(re);
+  }
+}
+
+template <class E> TINYLA_HD E nan_element() {
+  using L = lane_of<E>;
+  const L nan = L(std::numeric_limits<real_of<L>>::quiet_NaN());
+  if constexpr (element_traits<E>::is_complex) return E{nan, nan};
+  else return nan;
+}
+
+// a - l*u with fused multiply-adds (the elimination update).
+template <class L> TINYLA_HD L sub_mul(L a, L l, L u) { return fmadd(-l, u, a); }
+template <class L> TINYLA_HD cplx<L> sub_mul(cplx<L> a, cplx<L> l, cplx<L> u) {
+  L re = fmadd(-l.re, u.re, fmadd(l.im, u.im, a.re));
+  L im = fmadd(-l.re, u.im, fmadd(-l.im, u.re, a.im));
+  return {re, im};
+}
+
+// LAPACK's pivot magnitude: |x| for real, |re| + |im| for complex (izamax's dcabs1).
+template <class L> TINYLA_HD L pivot_magnitude(L x) { return absval(x); }
+template <class L> TINYLA_HD L pivot_magnitude(cplx<L> x) { return absval(x.re) + absval(x.im); }
+
+// Largest component magnitude (used to scale without overflow).
+template <class L> TINYLA_HD L max_component(L x) { return absval(x); }
+template <class L> TINYLA_HD L max_component(cplx<L> x) {
+  L a = absval(x.re), b = absval(x.im);
+  return select(a < b, b, a);
+}
+
+template <class L> TINYLA_HD mask_of<L> is_zero(L x) { return x == L(0); }
+template <class L> TINYLA_HD mask_of<L> is_zero(cplx<L> x) { return (x.re == L(0)) & (x.im == L(0)); }
+
+template <class L> TINYLA_HD L scale_by(L x, L s) { return x * s; }
+template <class L> TINYLA_HD cplx<L> scale_by(cplx<L> x, L s) { return x * s; }
+
+// Modulus without overflow or underflow: m * sqrt(1 + (small/m)^2).
+template <class L> TINYLA_HD L modulus(L x) { return absval(x); }
+template <class L> TINYLA_HD L modulus(cplx<L> x) {
+  L a = absval(x.re), b = absval(x.im);
+  L big = select(a < b, b, a), small = select(a < b, a, b);
+  L safe = select(big == L(0), L(1), big);
+  L r = small / safe;
+  L m = big * sqrtl_(fmadd(r, r, L(1)));
+  // inf components: the ratio is nan or 0; |x| is inf either way.
+  return select(big == L(std::numeric_limits<real_of<L>>::infinity()), big, m);
+}
+
+// x / y for every lane, scaled so that neither |y|^2 overflows nor underflows.
+template <class L> TINYLA_HD L divide(L x, L y) { return x / y; }
+template <class L> TINYLA_HD cplx<L> divide(cplx<L> x, cplx<L> y) {
+  L s = max_component(y);
+  L yr = y.re / s, yi = y.im / s;
+  L d = fmadd(yr, yr, yi * yi) * s;  // |y|^2 / s
+  cplx<L> num = x * cplx<L>{yr, -yi};
+  return {num.re / d, num.im / d};
+}
+
+// 1/y, or 0 where y == 0 (a zero pivot leaves its column untouched).
+template <class E> TINYLA_HD E reciprocal_or_zero(E y) {
+  E one = make_element<E>(1.0), zero = make_element<E>(0.0);
+  auto z = is_zero(y);
+  return select(z, zero, divide(one, select(z, one, y)));
+}
+
+}  // namespace tinyla::TINYLA_KERNEL_NS

@@ -1,0 +1,266 @@
+// The per-matrix algorithms of tinyla, written once against the lane
+// interface of lanes.hpp. Each function works on one "lane group": a single
+// matrix when the lane is scalar (CPU reference path, one GPU thread), or W
+// matrices held interleaved when the lane is simd<T, W>.
+//
+// Storage: a is row-major n x n, b row-major n x m, both arrays of elements E
+// (E = L for real types, cplx<L> for complex types).
+//
+// Conventions (see README "Numerical conventions"):
+// - partial pivoting with LAPACK's choice: first row of largest |x| (real) or
+//   |re|+|im| (complex); rows swapped as in getrf;
+// - |det| is carried as mant * 2^expo, so logabsdet and det never overflow or
+//   underflow in intermediate products;
+// - n = 1 and n = 2 use closed forms (n = 2: rows scaled by powers of two,
+//   then Kahan's fma-compensated ad - bc);
+// - info = 1-based index of the first exactly-zero pivot (0 if none).
+#pragma once
+
+#include "kernels/lane_math.hpp"
+#include "kernels/lanes.hpp"
+
+namespace tinyla::TINYLA_KERNEL_NS {
+
+// Matrix shape: compile-time when N (M) >= 0, run-time when -1.
+template <int N, int M> struct shape {
+  static constexpr int fixed_n = N, fixed_m = M;
+  int n_ = N, m_ = M;
+  TINYLA_HD constexpr int n() const {
+    if constexpr (N >= 0) return N; else return n_;
+  }
+  TINYLA_HD constexpr int m() const {
+    if constexpr (M >= 0) return M; else return m_;
+  }
+};
+
+// |det| = mant * 2^expo, det = sign * |det|. sign is +-1 (real) or a unit
+// complex phase; mant == 0 means singular, nan means nan input.
+template <class E> struct det_accum {
+  using L = lane_of<E>;
+  E sign = make_element<E>(1.0);
+  L mant = L(1);
+  L expo = L(0);
+
+  TINYLA_HD void flip(mask_of<L> m) { sign = select(m, -sign, sign); }
+  TINYLA_HD void multiply(E pivot) {
+    L mag;
+    if constexpr (element_traits<E>::is_complex) {
+      mag = modulus(pivot);
+      L inv = L(1) / select(mag == L(0), L(1), mag);
+      sign = sign * scale_by(pivot, inv);
+    } else {
+      mag = absval(pivot);
+      sign = select(pivot < L(0), -sign, sign);
+    }
+    L e;
+    mant = mant * frexp2(mag, e);
+    expo = expo + e;
+  }
+  TINYLA_HD void normalize() {
+    L e;
+    mant = frexp2(mant, e);
+    expo = expo + e;
+  }
+  // sign as reported: 0 when singular, nan when nan, re-normalized phase.
+  TINYLA_HD E reported_sign() const {
+    E s = sign;
+    if constexpr (element_traits<E>::is_complex) s = scale_by(s, L(1) / modulus(s));
+    s = select(mant == L(0), make_element<E>(0.0), s);
+    return select(is_nan(mant), nan_element<E>(), s);
+  }
+  TINYLA_HD L logabsdet() const { return log_scaled(mant, expo); }
+  TINYLA_HD E determinant() const { return scale_by(reported_sign(), ldexp2(mant, expo)); }
+};
+
+// Multiplies by 1/p the way getf2 does: with the reciprocal, except in lanes
+// where |p| is so small that 1/p would overflow, which divide instead.
+template <class E> struct pivot_inverse {
+  using L = lane_of<E>;
+  E p, r;
+  mask_of<L> tiny;
+  bool any_tiny;
+  TINYLA_HD explicit pivot_inverse(E pivot) : p(pivot), r(reciprocal_or_zero(pivot)) {
+    tiny = (max_component(p) < L(std::numeric_limits<real_of<L>>::min())) & !is_zero(p);
+    any_tiny = any_of(tiny);
+  }
+  TINYLA_HD E apply(E x) const {
+    E q = x * r;
+    if (any_tiny) q = select(tiny, divide(x, p), q);  // per lane: no lane sees its neighbours
+    return q;
+  }
+};
+
+template <class E, class M> TINYLA_HD void swap_where(M t, E* x, E* y, int len) {
+  for (int j = 0; j < len; ++j) {
+    E u = x[j], v = y[j];
+    x[j] = select(t, v, u);
+    y[j] = select(t, u, v);
+  }
+}
+
+template <class E> TINYLA_HD lane_of<E> first_zero_pivot(lane_of<E> info, E pivot, int k) {
+  using L = lane_of<E>;
+  return select(is_zero(pivot) & (info == L(0)), L(k + 1), info);
+}
+
+// Gaussian elimination with partial pivoting on [A | B]: A becomes U in its
+// upper triangle (the strict lower part is left stale), B becomes L^-1 P B.
+// Multiplies det(A) into acc; returns info.
+template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_accum<E>& acc) {
+  using L = lane_of<E>;
+  const int n = s.n(), m = s.m();
+  L info = L(0);
+  for (int k = 0; k < n; ++k) {
+    L best = pivot_magnitude(a[k * n + k]);
+    L piv = L(k);
+    for (int i = k + 1; i < n; ++i) {
+      L v = pivot_magnitude(a[i * n + k]);
+      auto t = v > best;  // strict: the first maximum wins, as in i?amax
+      best = select(t, v, best);
+      piv = select(t, L(i), piv);
+    }
+    for (int i = k + 1; i < n; ++i) {
+      auto t = piv == L(i);
+      swap_where(t, a + k * n + k, a + i * n + k, n - k);
+      swap_where(t, b + k * m, b + i * m, m);
+    }
+    acc.flip(piv != L(k));
+    const pivot_inverse<E> pinv(a[k * n + k]);
+    acc.multiply(pinv.p);
+    info = first_zero_pivot(info, pinv.p, k);
+    for (int i = k + 1; i < n; ++i) {
+      const E l = pinv.apply(a[i * n + k]);
+      for (int j = k + 1; j < n; ++j) a[i * n + j] = sub_mul(a[i * n + j], l, a[k * n + j]);
+      for (int j = 0; j < m; ++j) b[i * m + j] = sub_mul(b[i * m + j], l, b[k * m + j]);
+    }
+    if ((k & 15) == 15) acc.normalize();  // mant >= 2^-16 here: never underflows
+  }
+  acc.normalize();
+  return info;
+}
+
+// Solves U X = B in place (U: upper triangle of a).
+template <class S, class E> TINYLA_HD void back_substitute(S s, const E* a, E* b) {
+  const int n = s.n(), m = s.m();
+  for (int i = n - 1; i >= 0; --i) {
+    for (int c = i + 1; c < n; ++c) {
+      const E u = a[i * n + c];
+      for (int j = 0; j < m; ++j) b[i * m + j] = sub_mul(b[i * m + j], u, b[c * m + j]);
+    }
+    const pivot_inverse<E> pinv(a[i * n + i]);
+    for (int j = 0; j < m; ++j) b[i * m + j] = pinv.apply(b[i * m + j]);
+  }
+}
+
+// ---- n = 2 closed forms ----------------------------------------------------
+
+// x*y - u*v to a few ulps even under cancellation (Kahan).
+template <class L> TINYLA_HD L diff_of_products(L x, L y, L u, L v) {
+  L w = u * v;
+  L err = fmadd(-u, v, w);
+  return fmadd(x, y, -w) + err;
+}
+template <class L> TINYLA_HD cplx<L> diff_of_products(cplx<L> x, cplx<L> y, cplx<L> u, cplx<L> v) {
+  L re = diff_of_products(x.re, y.re, x.im, y.im) - diff_of_products(u.re, v.re, u.im, v.im);
+  L im = diff_of_products(x.re, y.im, -x.im, y.re) - diff_of_products(u.re, v.im, -u.im, v.re);
+  return {re, im};
+}
+
+template <class E> TINYLA_HD E scale_pow2(E x, lane_of<E> e) {
+  if constexpr (element_traits<E>::is_complex) return {ldexp2(x.re, e), ldexp2(x.im, e)};
+  else return ldexp2(x, e);
+}
+
+// Row i of a 2x2 matrix scaled by 2^-e[i] so that its largest component is in
+// [0.5, 1): exact, and a*d, b*c then neither overflow nor underflow.
+template <class E> struct scaled_2x2 {
+  using L = lane_of<E>;
+  E a, b, c, d;
+  L e0, e1;
+  TINYLA_HD explicit scaled_2x2(const E* m) {
+    auto row_exponent = [](E x, E y) {
+      L mx = max_component(x), my = max_component(y), e;
+      frexp2(select(mx < my, my, mx), e);
+      return e;
+    };
+    e0 = row_exponent(m[0], m[1]);
+    e1 = row_exponent(m[2], m[3]);
+    a = scale_pow2(m[0], -e0), b = scale_pow2(m[1], -e0);
+    c = scale_pow2(m[2], -e1), d = scale_pow2(m[3], -e1);
+  }
+  TINYLA_HD E det() const { return diff_of_products(a, d, b, c); }
+  TINYLA_HD void accumulate(det_accum<E>& acc) const {
+    acc.multiply(det());
+    acc.expo = acc.expo + e0 + e1;
+    acc.normalize();
+  }
+  // LAPACK's info: 1 if the first column is zero, else 2 if det == 0.
+  TINYLA_HD L info() const {
+    L i = select(is_zero(det()), L(2), L(0));
+    return select(is_zero(a) & is_zero(c), L(1), i);
+  }
+};
+
+template <class S> TINYLA_HD constexpr bool may_be_2x2() { return S::fixed_n < 0 || S::fixed_n == 2; }
+
+// ---- operations --------------------------------------------------------------
+
+// det(A) of a lane group; a is overwritten.
+template <class S, class E> TINYLA_HD det_accum<E> determinant(S s, E* a) {
+  det_accum<E> acc;
+  const int n = s.n();
+  if (n == 1) {
+    acc.multiply(a[0]);
+    acc.normalize();
+  } else if (n == 2) {
+    if constexpr (may_be_2x2<S>()) scaled_2x2<E>(a).accumulate(acc);
+  } else if (n > 2) {
+    eliminate(shape<S::fixed_n, 0>{n, 0}, a, static_cast<E*>(nullptr), acc);
+  }
+  return acc;
+}
+
+// Solves A X = B in place (B n x m); multiplies det(A) into acc. Returns
+// info; lanes with info > 0 get X filled with nan.
+template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accum<E>& acc) {
+  using L = lane_of<E>;
+  const int n = s.n(), m = s.m();
+  L info = L(0);
+  if (n == 1) {
+    const pivot_inverse<E> pinv(a[0]);
+    acc.multiply(pinv.p);
+    acc.normalize();
+    info = first_zero_pivot(info, pinv.p, 0);
+    for (int j = 0; j < m; ++j) b[j] = pinv.apply(b[j]);
+  } else if (n == 2) {
+    if constexpr (may_be_2x2<S>()) {
+    const scaled_2x2<E> q(a);
+    q.accumulate(acc);
+    info = q.info();
+    const pivot_inverse<E> pinv(q.det());
+    for (int j = 0; j < m; ++j) {
+      E b0 = scale_pow2(b[j], -q.e0), b1 = scale_pow2(b[m + j], -q.e1);  // D^-1 b
+      b[j] = pinv.apply(diff_of_products(q.d, b0, q.b, b1));
+      b[m + j] = pinv.apply(diff_of_products(q.a, b1, q.c, b0));
+    }
+    }
+  } else if (n > 2) {
+    info = eliminate(s, a, b, acc);
+    back_substitute(s, a, b);
+  }
+  const auto singular = info != L(0);
+  const E nan = nan_element<E>();
+  if (any_of(singular))
+    for (int j = 0; j < n * m; ++j) b[j] = select(singular, nan, b[j]);
+  return info;
+}
+
+// X = A^-1 (x: n x n, need not be initialised); a is overwritten.
+template <int N, class E> TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, E* x, det_accum<E>& acc) {
+  const int n = s.n();
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) x[i * n + j] = make_element<E>(i == j ? 1.0 : 0.0);
+  return solve(s, a, x, acc);
+}
+
+}  // namespace tinyla::TINYLA_KERNEL_NS
