@@ -6,6 +6,7 @@
 //   TINYLA_TABLE         name of the exported backend_table
 //   TINYLA_VECTOR_BYTES  vector register width; 0 = scalar lanes (W = 1)
 #include <algorithm>
+#include <bit>
 #include <complex>
 #include <cstring>
 #include <type_traits>
@@ -37,44 +38,81 @@ template <class R> constexpr int lanes_of() {
 template <class R, int W> struct lane_type { using type = simd<R, W>; };
 template <class R> struct lane_type<R, 1> { using type = R; };
 
-template <class R> R lane_get(R x, int) { return x; }
-template <class R, int W> R lane_get(simd<R, W> x, int w) { return x[w]; }
+template <class R> TINYLA_HD R lane_get(R x, int) { return x; }
+template <class R, int W> TINYLA_HD R lane_get(simd<R, W> x, int w) { return x[w]; }
 
 // ---- packing: rows of W consecutive matrices <-> lanes ------------------------
 
 template <int W, int d, bool hi, class V, std::size_t... I>
-V butterfly(V a, V b, std::index_sequence<I...>) {
-  // Exchanges bit d of the row index with bit d of the lane index.
+TINYLA_HD V butterfly(V a, V b, std::index_sequence<I...>) {
+  // Exchanges bit d of the vector index with bit d of the lane index.
   return __builtin_shufflevector(
       a, b, (hi ? ((I & d) == 0 ? I + d : W + I) : ((I & d) == 0 ? I : W + I - d))...);
 }
-template <int W, int d = W / 2, class V> void transpose_square(V* r) {
-  if constexpr (d >= 1) {
-    for (int i = 0; i < W; ++i) {
-      if (i & d) continue;
-      V a = r[i], b = r[i + d];
-      r[i] = butterfly<W, d, false>(a, b, std::make_index_sequence<W>{});
-      r[i + d] = butterfly<W, d, true>(a, b, std::make_index_sequence<W>{});
-    }
-    transpose_square<W, d / 2>(r);
-  }
+template <int W, int K, class V, std::size_t... I> TINYLA_HD V lane_order(V a, std::index_sequence<I...>) {
+  return __builtin_shufflevector(a, a, int((I % (W / K)) * K + I / (W / K))...);
+}
+template <int W, int K, bool Inverse, class V, std::size_t... I>
+TINYLA_HD V lane_order_inverse(V a, std::index_sequence<I...>) {
+  return __builtin_shufflevector(a, a, int((I % K) * (W / K) + I / K)...);
+}
+
+// Transposes a W x K block of reals (K a power of two dividing W) held as K
+// vectors of the flat row-major block, into K vectors of W lanes (vector c =
+// element c of every row), or back (Inverse). Flat index w*K + c sits at
+// vector w / (W/K), lane (w % (W/K))*K + c: log2(K) butterflies move c into
+// the vector index, one permute puts w in lane order. K = W is the square
+// transpose.
+template <int W, int K, bool Inverse, class V> TINYLA_HD void transpose_block(V* r) {
+  constexpr auto lanes = std::make_index_sequence<W>{};
+  if constexpr (Inverse)
+    for (int c = 0; c < K; ++c) r[c] = lane_order_inverse<W, K, true>(r[c], lanes);
+  [&]<int... D>(std::integer_sequence<int, D...>) {
+    auto stage = [&]<int d>() {
+      for (int i = 0; i < K; ++i) {
+        if (i & d) continue;
+        V a = r[i], b = r[i + d];
+        r[i] = butterfly<W, d, false>(a, b, lanes);
+        r[i + d] = butterfly<W, d, true>(a, b, lanes);
+      }
+    };
+    (stage.template operator()<(1 << D)>(), ...);
+  }(std::make_integer_sequence<int, std::bit_width(unsigned(K)) - 1>{});
+  if constexpr (!Inverse)
+    for (int c = 0; c < K; ++c) r[c] = lane_order<W, K>(r[c], lanes);
+}
+
+// Calls f(std::integral_constant<int, K>) with K = k, for k a power of two <= W.
+template <int W, class F> TINYLA_HD bool with_pow2(int64_t k, F&& f) {
+  return [&]<int... D>(std::integer_sequence<int, D...>) {
+    return ((k == (1 << D) ? (f(std::integral_constant<int, (1 << D)>{}), true) : false) || ...);
+  }(std::make_integer_sequence<int, std::bit_width(unsigned(W))>{});
 }
 
 // K reals of each of `count` matrices (matrix w at src + w * K) into K lanes
 // at dst; lanes past count repeat matrix 0 (their results are dropped).
-template <class R, int W> void pack(const R* src, int64_t K, int count, void* dst) {
+template <class R, int W> TINYLA_HD void pack(const R* src, int64_t K, int count, void* dst) {
   auto* out = static_cast<char*>(dst);
   if constexpr (W == 1) {
     std::memcpy(out, src, size_t(K) * sizeof(R));
   } else {
     using V = typename simd<R, W>::native;
+    // A full group of small matrices is one contiguous block of K vectors.
+    if (count == W && K < W &&
+        with_pow2<W>(K, [&](auto k) {
+          V r[k()];
+          std::memcpy(r, src, sizeof(r));
+          transpose_block<W, k(), false>(r);
+          std::memcpy(out, r, sizeof(r));
+        }))
+      return;
     const R* rows[W];
     for (int w = 0; w < W; ++w) rows[w] = src + (w < count ? w : 0) * K;
     int64_t c = 0;
     for (; c + W <= K; c += W, out += sizeof(V) * W) {
       V r[W];
       for (int w = 0; w < W; ++w) std::memcpy(&r[w], rows[w] + c, sizeof(V));
-      transpose_square<W>(r);
+      transpose_block<W, W, false>(r);
       std::memcpy(out, r, sizeof(r));
     }
     for (; c < K; ++c, out += sizeof(V)) {
@@ -85,18 +123,26 @@ template <class R, int W> void pack(const R* src, int64_t K, int count, void* ds
   }
 }
 
-template <class R, int W> void unpack(const void* src, int64_t K, int count, R* dst) {
+template <class R, int W> TINYLA_HD void unpack(const void* src, int64_t K, int count, R* dst) {
   if (count > W) __builtin_unreachable();
   const auto* in = static_cast<const char*>(src);
   if constexpr (W == 1) {
     std::memcpy(dst, in, size_t(K) * sizeof(R));
   } else {
     using V = typename simd<R, W>::native;
+    if (count == W && K < W &&
+        with_pow2<W>(K, [&](auto k) {
+          V r[k()];
+          std::memcpy(r, in, sizeof(r));
+          transpose_block<W, k(), true>(r);
+          std::memcpy(dst, r, sizeof(r));
+        }))
+      return;
     int64_t c = 0;
     for (; c + W <= K; c += W, in += sizeof(V) * W) {
       V r[W];
       std::memcpy(r, in, sizeof(r));
-      transpose_square<W>(r);
+      transpose_block<W, W, true>(r);
       for (int w = 0; w < count; ++w) std::memcpy(dst + w * K + c, &r[w], sizeof(V));
     }
     for (; c < K; ++c, in += sizeof(V)) {
@@ -109,16 +155,17 @@ template <class R, int W> void unpack(const void* src, int64_t K, int count, R* 
 
 // ---- per-matrix outputs -------------------------------------------------------
 
-template <class L> void store_real(void* out, int64_t b, int count, L v) {
+template <class L> TINYLA_HD void store_real(void* out, int64_t b, int count, L v) {
   auto* o = static_cast<real_of<L>*>(out) + b;
-  for (int w = 0; w < count; ++w) o[w] = lane_get(v, w);
+  if (count == lane_traits<L>::width) std::memcpy(o, &v, sizeof(v));
+  else for (int w = 0; w < count; ++w) o[w] = lane_get(v, w);
 }
-template <class L> void store_element(void* out, int64_t b, int count, L v) { store_real(out, b, count, v); }
-template <class L> void store_element(void* out, int64_t b, int count, cplx<L> v) {
+template <class L> TINYLA_HD void store_element(void* out, int64_t b, int count, L v) { store_real(out, b, count, v); }
+template <class L> TINYLA_HD void store_element(void* out, int64_t b, int count, cplx<L> v) {
   auto* o = static_cast<real_of<L>*>(out) + 2 * b;
   for (int w = 0; w < count; ++w) o[2 * w] = lane_get(v.re, w), o[2 * w + 1] = lane_get(v.im, w);
 }
-template <class L> void store_info(std::int32_t* out, int64_t b, int count, L v) {
+template <class L> TINYLA_HD void store_info(std::int32_t* out, int64_t b, int count, L v) {
   if (!out) return;
   for (int w = 0; w < count; ++w) out[b + w] = std::int32_t(lane_get(v, w));
 }

@@ -10,6 +10,10 @@
 
 #include "kernels/lanes.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace tinyla::TINYLA_KERNEL_NS {
 
 template <class T> struct simd_int;
@@ -20,9 +24,9 @@ template <class T, int W> struct simd_mask {
   using I = typename simd_int<T>::type;
   typedef I native __attribute__((vector_size(sizeof(I) * W)));
   native v;
-  friend simd_mask operator&(simd_mask a, simd_mask b) { return {a.v & b.v}; }
-  friend simd_mask operator|(simd_mask a, simd_mask b) { return {a.v | b.v}; }
-  friend simd_mask operator!(simd_mask a) { return {~a.v}; }
+  friend TINYLA_HD simd_mask operator&(simd_mask a, simd_mask b) { return {a.v & b.v}; }
+  friend TINYLA_HD simd_mask operator|(simd_mask a, simd_mask b) { return {a.v | b.v}; }
+  friend TINYLA_HD simd_mask operator!(simd_mask a) { return {~a.v}; }
 };
 
 template <class T, int W> struct simd {
@@ -44,44 +48,81 @@ template <class T, int W> struct simd {
   }
   void store(T* p) const { std::memcpy(p, &v, sizeof(native)); }
 
-  friend simd operator+(simd a, simd b) { return {a.v + b.v}; }
-  friend simd operator-(simd a, simd b) { return {a.v - b.v}; }
-  friend simd operator*(simd a, simd b) { return {a.v * b.v}; }
-  friend simd operator/(simd a, simd b) { return {a.v / b.v}; }
-  friend simd operator-(simd a) { return {-a.v}; }
+  friend TINYLA_HD simd operator+(simd a, simd b) { return {a.v + b.v}; }
+  friend TINYLA_HD simd operator-(simd a, simd b) { return {a.v - b.v}; }
+  friend TINYLA_HD simd operator*(simd a, simd b) { return {a.v * b.v}; }
+  friend TINYLA_HD simd operator/(simd a, simd b) { return {a.v / b.v}; }
+  friend TINYLA_HD simd operator-(simd a) { return {-a.v}; }
   simd& operator+=(simd b) { v += b.v; return *this; }
   simd& operator*=(simd b) { v *= b.v; return *this; }
-  friend mask operator<(simd a, simd b) { return {a.v < b.v}; }
-  friend mask operator>(simd a, simd b) { return {a.v > b.v}; }
-  friend mask operator<=(simd a, simd b) { return {a.v <= b.v}; }
-  friend mask operator==(simd a, simd b) { return {a.v == b.v}; }
-  friend mask operator!=(simd a, simd b) { return {a.v != b.v}; }
+  friend TINYLA_HD mask operator<(simd a, simd b) { return {a.v < b.v}; }
+  friend TINYLA_HD mask operator>(simd a, simd b) { return {a.v > b.v}; }
+  friend TINYLA_HD mask operator<=(simd a, simd b) { return {a.v <= b.v}; }
+  friend TINYLA_HD mask operator==(simd a, simd b) { return {a.v == b.v}; }
+  friend TINYLA_HD mask operator!=(simd a, simd b) { return {a.v != b.v}; }
 };
 
-template <class T, int W> inline simd<T, W> fmadd(simd<T, W> a, simd<T, W> b, simd<T, W> c) {
-  simd<T, W> r;
-  for (int i = 0; i < W; ++i) r.v[i] = __builtin_fma(a.v[i], b.v[i], c.v[i]);
+// Native operations: intrinsics where the ISA has them (GCC's vectorizer
+// does not always turn the generic per-lane loops into one instruction),
+// per-lane builtins otherwise. Overload resolution prefers the intrinsics.
+namespace native_ops {
+template <class V> TINYLA_HD V fma(V a, V b, V c) {
+  V r;
+  for (int i = 0; i < int(sizeof(V) / sizeof(a[0])); ++i) {
+    if constexpr (sizeof(a[0]) == 4) r[i] = __builtin_fmaf(a[i], b[i], c[i]);
+    else r[i] = __builtin_fma(a[i], b[i], c[i]);
+  }
   return r;
 }
-template <class T, int W> inline simd<T, W> sqrtl_(simd<T, W> a) {
-  simd<T, W> r;
-  for (int i = 0; i < W; ++i) r.v[i] = __builtin_sqrt(a.v[i]);
+template <class V> TINYLA_HD V sqrt(V a) {
+  V r;
+  for (int i = 0; i < int(sizeof(V) / sizeof(a[0])); ++i) {
+    if constexpr (sizeof(a[0]) == 4) r[i] = __builtin_sqrtf(a[i]);
+    else r[i] = __builtin_sqrt(a[i]);
+  }
   return r;
 }
-template <class T, int W> inline simd<T, W> absval(simd<T, W> a) {
+template <class M> TINYLA_HD bool any(M m) {
+  auto acc = m[0];
+  for (int i = 1; i < int(sizeof(M) / sizeof(m[0])); ++i) acc |= m[i];
+  return acc != 0;
+}
+#if defined(__FMA__)
+TINYLA_HD __m128d fma(__m128d a, __m128d b, __m128d c) { return _mm_fmadd_pd(a, b, c); }
+TINYLA_HD __m128 fma(__m128 a, __m128 b, __m128 c) { return _mm_fmadd_ps(a, b, c); }
+TINYLA_HD __m256d fma(__m256d a, __m256d b, __m256d c) { return _mm256_fmadd_pd(a, b, c); }
+TINYLA_HD __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+#endif
+#if defined(__AVX__)
+TINYLA_HD __m256d sqrt(__m256d a) { return _mm256_sqrt_pd(a); }
+TINYLA_HD __m256 sqrt(__m256 a) { return _mm256_sqrt_ps(a); }
+TINYLA_HD bool any(simd_mask<double, 4>::native m) { return !_mm256_testz_si256((__m256i)m, (__m256i)m); }
+TINYLA_HD bool any(simd_mask<float, 8>::native m) { return !_mm256_testz_si256((__m256i)m, (__m256i)m); }
+#endif
+#if defined(__AVX512F__)
+TINYLA_HD __m512d fma(__m512d a, __m512d b, __m512d c) { return _mm512_fmadd_pd(a, b, c); }
+TINYLA_HD __m512 fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+TINYLA_HD __m512d sqrt(__m512d a) { return _mm512_sqrt_pd(a); }
+TINYLA_HD __m512 sqrt(__m512 a) { return _mm512_sqrt_ps(a); }
+TINYLA_HD bool any(simd_mask<double, 8>::native m) { return _mm512_cmpneq_epi64_mask((__m512i)m, _mm512_setzero_si512()) != 0; }
+TINYLA_HD bool any(simd_mask<float, 16>::native m) { return _mm512_cmpneq_epi32_mask((__m512i)m, _mm512_setzero_si512()) != 0; }
+#endif
+}  // namespace native_ops
+
+template <class T, int W> TINYLA_HD simd<T, W> fmadd(simd<T, W> a, simd<T, W> b, simd<T, W> c) {
+  return {native_ops::fma(a.v, b.v, c.v)};
+}
+template <class T, int W> TINYLA_HD simd<T, W> sqrtl_(simd<T, W> a) { return {native_ops::sqrt(a.v)}; }
+template <class T, int W> TINYLA_HD simd<T, W> absval(simd<T, W> a) {
   using I = typename simd_int<T>::type;
   using IV = typename simd_mask<T, W>::native;
   constexpr I sign = I(1) << (sizeof(I) * 8 - 1);
   return {(typename simd<T, W>::native)((IV)a.v & ~sign)};
 }
-template <class T, int W> inline simd<T, W> select(simd_mask<T, W> m, simd<T, W> a, simd<T, W> b) {
+template <class T, int W> TINYLA_HD simd<T, W> select(simd_mask<T, W> m, simd<T, W> a, simd<T, W> b) {
   return {m.v ? a.v : b.v};
 }
-template <class T, int W> inline bool any_of(simd_mask<T, W> m) {
-  typename simd_int<T>::type acc = 0;
-  for (int i = 0; i < W; ++i) acc |= m.v[i];
-  return acc != 0;
-}
+template <class T, int W> TINYLA_HD bool any_of(simd_mask<T, W> m) { return native_ops::any(m.v); }
 
 // IEEE layout constants of T.
 template <class T> struct ieee;
@@ -94,7 +135,7 @@ template <> struct ieee<float> {
 
 // Exact integer (held in T) from a small non-negative integer lane, without a
 // slow int64->double conversion on AVX2: (2^mant_bits | k) - 2^mant_bits.
-template <class T, int W> inline simd<T, W> int_to_real(typename simd_mask<T, W>::native k) {
+template <class T, int W> TINYLA_HD simd<T, W> int_to_real(typename simd_mask<T, W>::native k) {
   using I = typename simd_int<T>::type;
   using native = typename simd<T, W>::native;
   constexpr T magic = T(I(1) << ieee<T>::mant_bits);
@@ -102,7 +143,7 @@ template <class T, int W> inline simd<T, W> int_to_real(typename simd_mask<T, W>
   return {(native)(k | magic_bits) - magic};
 }
 
-template <class T, int W> inline simd<T, W> frexp2(simd<T, W> x, simd<T, W>& e) {
+template <class T, int W> TINYLA_HD simd<T, W> frexp2(simd<T, W> x, simd<T, W>& e) {
   using I = typename simd_int<T>::type;
   using IV = typename simd_mask<T, W>::native;
   using native = typename simd<T, W>::native;
@@ -124,7 +165,7 @@ template <class T, int W> inline simd<T, W> frexp2(simd<T, W> x, simd<T, W>& e) 
   return select(simd_mask<T, W>{special}, x, simd<T, W>{(native)mbits});
 }
 
-template <class T, int W> inline simd<T, W> ldexp2(simd<T, W> x, simd<T, W> e) {
+template <class T, int W> TINYLA_HD simd<T, W> ldexp2(simd<T, W> x, simd<T, W> e) {
   using I = typename simd_int<T>::type;
   using IV = typename simd_mask<T, W>::native;
   using native = typename simd<T, W>::native;

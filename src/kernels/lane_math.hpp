@@ -31,24 +31,35 @@ template <class T> constexpr int log_series_terms() {
   return k;
 }
 
-// log(m * 2^e) for m > 0 (any finite range, e integral) in lane arithmetic.
-// Returns -inf for m == 0, +inf for m == inf, nan for nan.
+// Polynomial c[0] + c[1] x + ... by Estrin's scheme: log2(P) dependent
+// steps instead of P (the log below sits on every matrix's critical path).
+template <int P, class L> TINYLA_HD L estrin(const L (&c)[P], L x) {
+  if constexpr (P == 1) {
+    return c[0];
+  } else {
+    L pairs[(P + 1) / 2];
+    for (int j = 0; 2 * j < P; ++j) pairs[j] = 2 * j + 1 < P ? fmadd(c[2 * j + 1], x, c[2 * j]) : c[2 * j];
+    return estrin(pairs, x * x);
+  }
+}
+
+// log(m * 2^e) in lane arithmetic, for a normalized m: 0.5 <= m <= 1 (what
+// frexp2 and det_accum::normalize produce), or m = 0 (-> -inf), inf (-> inf),
+// nan (-> nan). e is integral.
 template <class L> TINYLA_HD L log_scaled(L m, L e) {
   using T = real_of<L>;
   using C = log_constants<T>;
-  L e2;
-  L f = frexp2(m, e2);  // f in [0.5, 1)
-  auto low = f < L(C::sqrt_half);
-  f = select(low, f + f, f);
-  e = e + select(low, e2 - L(1), e2);
+  auto low = m < L(C::sqrt_half);
+  L f = select(low, m + m, m);  // f in [sqrt(1/2), sqrt(2))
+  e = select(low, e - L(1), e);
   L x = f - L(1);  // exact (Sterbenz)
   L s = x / (x + L(2));
   L z = s * s;
   constexpr int K = log_series_terms<T>();
-  L poly = L(T(1) / T(2 * K - 1));
-  for (int k = K - 2; k >= 1; --k) poly = fmadd(poly, z, L(T(1) / T(2 * k + 1)));
+  L coef[K - 1];  // log f = 2s + 2s z (1/3 + z/5 + z^2/7 + ...)
+  for (int k = 1; k < K; ++k) coef[k - 1] = L(T(1) / T(2 * k + 1));
   L two_s = s + s;
-  L log_f = fmadd(two_s * z, poly, two_s);
+  L log_f = fmadd(two_s * z, estrin(coef, z), two_s);
   L r = fmadd(e, L(C::ln2_hi), fmadd(e, L(C::ln2_lo), log_f));
   constexpr T inf = std::numeric_limits<T>::infinity();
   r = select(m == L(0), L(-inf), r);

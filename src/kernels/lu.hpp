@@ -34,7 +34,9 @@ template <int N, int M> struct shape {
 };
 
 // |det| = mant * 2^expo, det = sign * |det|. sign is +-1 (real) or a unit
-// complex phase; mant == 0 means singular, nan means nan input.
+// complex phase; mant == 0 means singular, nan means nan input. Readers
+// (logabsdet, determinant) need it normalized: 0.5 <= mant <= 1, which a
+// fresh accumulator, one multiply() on it, and normalize() all leave.
 template <class E> struct det_accum {
   using L = lane_of<E>;
   E sign = make_element<E>(1.0);
@@ -211,7 +213,6 @@ template <class S, class E> TINYLA_HD det_accum<E> determinant(S s, E* a) {
   const int n = s.n();
   if (n == 1) {
     acc.multiply(a[0]);
-    acc.normalize();
   } else if (n == 2) {
     if constexpr (may_be_2x2<S>()) scaled_2x2<E>(a).accumulate(acc);
   } else if (n > 2) {
@@ -229,7 +230,6 @@ template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accu
   if (n == 1) {
     const pivot_inverse<E> pinv(a[0]);
     acc.multiply(pinv.p);
-    acc.normalize();
     info = first_zero_pivot(info, pinv.p, 0);
     for (int j = 0; j < m; ++j) b[j] = pinv.apply(b[j]);
   } else if (n == 2) {
