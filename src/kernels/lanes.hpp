@@ -164,11 +164,28 @@ template <class L> TINYLA_HD cplx<L> divide(cplx<L> x, cplx<L> y) {
   return {num.re / d, num.im / d};
 }
 
-// 1/y, or 0 where y == 0 (a zero pivot leaves its column untouched).
+template <class L> TINYLA_HD mask_of<L> is_infinite(L x) {
+  return absval(x) == L(std::numeric_limits<real_of<L>>::infinity());
+}
+template <class L> TINYLA_HD mask_of<L> is_infinite(cplx<L> x) { return is_infinite(max_component(x)); }
+
+// 1/y; 0 where y == 0 (a zero pivot leaves its column untouched) and where y
+// is infinite (as 1/inf = 0 for reals; C99 Annex G for complex).
 template <class E> TINYLA_HD E reciprocal_or_zero(E y) {
   E one = make_element<E>(1.0), zero = make_element<E>(0.0);
-  auto z = is_zero(y);
+  auto z = is_zero(y) | is_infinite(y);
   return select(z, zero, divide(one, select(z, one, y)));
+}
+
+// y / |y| for y != 0, also for infinite y (the direction of its infinite
+// components, as C99's carg).
+template <class L> TINYLA_HD cplx<L> unit_phase(cplx<L> y) {
+  const L m = max_component(y);
+  const auto inf = is_infinite(y);
+  auto dir = [&](L c) { return select(is_infinite(c), select(c < L(0), L(-1), L(1)), L(0)); };
+  const L inv_m = L(1) / select(m == L(0), L(1), m);
+  cplx<L> q = select(inf, cplx<L>{dir(y.re), dir(y.im)}, y * inv_m);  // max component now 1
+  return q * (L(1) / modulus(q));
 }
 
 }  // namespace tinyla::TINYLA_KERNEL_NS

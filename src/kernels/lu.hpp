@@ -48,8 +48,7 @@ template <class E> struct det_accum {
     L mag;
     if constexpr (element_traits<E>::is_complex) {
       mag = modulus(pivot);
-      L inv = L(1) / select(mag == L(0), L(1), mag);
-      sign = sign * scale_by(pivot, inv);
+      sign = select(mag == L(0), sign, sign * unit_phase(pivot));
     } else {
       mag = absval(pivot);
       sign = select(pivot < L(0), -sign, sign);
@@ -162,9 +161,11 @@ template <class L> TINYLA_HD L diff_of_products(L x, L y, L u, L v) {
   L err = fmadd(-u, v, w);
   return fmadd(x, y, -w) + err;
 }
+// Complex x*y - u*v with the real products paired as they cancel when the
+// rows (x, u) and (v, y) are proportional: then each pair is exactly 0.
 template <class L> TINYLA_HD cplx<L> diff_of_products(cplx<L> x, cplx<L> y, cplx<L> u, cplx<L> v) {
-  L re = diff_of_products(x.re, y.re, x.im, y.im) - diff_of_products(u.re, v.re, u.im, v.im);
-  L im = diff_of_products(x.re, y.im, -x.im, y.re) - diff_of_products(u.re, v.im, -u.im, v.re);
+  L re = diff_of_products(x.re, y.re, u.re, v.re) - diff_of_products(x.im, y.im, u.im, v.im);
+  L im = diff_of_products(x.re, y.im, u.im, v.re) + diff_of_products(x.im, y.re, u.re, v.im);
   return {re, im};
 }
 

@@ -1,0 +1,243 @@
+// Documented values for singular matrices, NaN/Inf entries, n = 0, empty
+// batches and in-place calls, for every dtype and across the fast path, the
+// closed forms (n = 1, 2) and the LAPACK path (n > 32).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "reference.hpp"
+
+namespace {
+
+using namespace ref;
+
+template <class T> class Special : public ::testing::Test {};
+using Types = ::testing::Types<float, double, std::complex<float>, std::complex<double>>;
+TYPED_TEST_SUITE(Special, Types);
+
+const int sizes[] = {1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 40};
+
+template <class T> bool all_nan(const T* x, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (!isnan_any(x[i])) return false;
+  return true;
+}
+
+// Exactly singular matrices that stay exactly singular under any rounding: a
+// zero column, a zero row, a zero matrix. info must be LAPACK getrf's.
+// (Equal rows are not among them: getf2 scales by a reciprocal, so l = a*(1/a)
+// need not be 1 and LAPACK itself often finds no zero pivot.)
+TYPED_TEST(Special, SingularMatricesGiveDocumentedValuesAndLapackInfo) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  for (int n : sizes) {
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " variant=" + std::to_string(variant));
+      const int64_t batch = 11;
+      auto a = make_batch<T>(kind::random, batch, n, 17 * n + variant);
+      for (int64_t b = 0; b < batch; ++b) {
+        T* m = a.data() + b * n * n;
+        const int c = int(b % n), r0 = int((b + 1) % n);
+        if (variant == 0) for (int i = 0; i < n; ++i) m[i * n + c] = T(0);
+        if (variant == 1) for (int j = 0; j < n; ++j) m[r0 * n + j] = T(0);
+        if (variant == 2) for (int i = 0; i < n * n; ++i) m[i] = T(0);
+      }
+      std::vector<T> sign(batch), d(batch), x(a.size()), sol(size_t(batch) * n * 2), rhs(sol.size(), T(1));
+      std::vector<R> logabs(batch);
+      std::vector<int32_t> info(batch), info_s(batch);
+      ASSERT_EQ(slogdet(batch, n, a.data(), sign.data(), logabs.data()), TINYLA_OK);
+      ASSERT_EQ(det(batch, n, a.data(), d.data()), TINYLA_OK);
+      ASSERT_EQ(inv(batch, n, a.data(), x.data(), info.data()), TINYLA_OK);
+      ASSERT_EQ(solve(batch, n, 2, a.data(), rhs.data(), sol.data(), info_s.data()), TINYLA_OK);
+      for (int64_t b = 0; b < batch; ++b) {
+        const auto l = lapack_lu(a.data() + b * n * n, n, false);
+        ASSERT_GT(l.info, 0) << "the construction must be exactly singular for LAPACK too, matrix " << b;
+        EXPECT_EQ(sign[b], T(0)) << b;
+        EXPECT_EQ(logabs[b], -std::numeric_limits<R>::infinity()) << b;
+        EXPECT_EQ(d[b], T(0)) << b;
+        EXPECT_EQ(info[b], l.info) << b;
+        EXPECT_EQ(info_s[b], l.info) << b;
+        EXPECT_TRUE(all_nan(x.data() + b * n * n, size_t(n) * n)) << b;
+        EXPECT_TRUE(all_nan(sol.data() + b * n * 2, size_t(n) * 2)) << b;
+      }
+    }
+  }
+}
+
+// One NaN anywhere: slogdet and det are NaN, the inverse has NaNs; the
+// neighbours in the same lane group are unaffected.
+TYPED_TEST(Special, NanEntriesPoisonOnlyTheirMatrix) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  const R nan = std::numeric_limits<R>::quiet_NaN();
+  for (int n : sizes) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const int64_t batch = 2 * n * n + 3;
+    auto a = make_batch<T>(kind::random, batch, n, 5 * n);
+    auto clean = a;
+    for (int64_t b = 0; b < batch; b += 2) a[b * n * n + (b / 2) % (n * n)] = T(nan);  // every other matrix
+    std::vector<T> sign(batch), d(batch), x(a.size()), sign_c(batch), x_c(a.size());
+    std::vector<R> logabs(batch), logabs_c(batch);
+    ASSERT_EQ(slogdet(batch, n, a.data(), sign.data(), logabs.data()), TINYLA_OK);
+    ASSERT_EQ(det(batch, n, a.data(), d.data()), TINYLA_OK);
+    ASSERT_EQ(inv(batch, n, a.data(), x.data(), nullptr), TINYLA_OK);
+    ASSERT_EQ(slogdet(batch, n, clean.data(), sign_c.data(), logabs_c.data()), TINYLA_OK);
+    ASSERT_EQ(inv(batch, n, clean.data(), x_c.data(), nullptr), TINYLA_OK);
+    for (int64_t b = 0; b < batch; ++b) {
+      if (b % 2 == 0) {
+        EXPECT_TRUE(isnan_any(sign[b]) && std::isnan(logabs[b]) && isnan_any(d[b])) << b;
+        bool any = false;
+        for (int i = 0; i < n * n; ++i) any |= isnan_any(x[b * n * n + i]);
+        EXPECT_TRUE(any) << b;
+      } else {
+        EXPECT_EQ(std::memcmp(&sign[b], &sign_c[b], sizeof(T)), 0) << b;
+        EXPECT_EQ(std::memcmp(&logabs[b], &logabs_c[b], sizeof(R)), 0) << b;
+        EXPECT_EQ(std::memcmp(&x[b * n * n], &x_c[b * n * n], sizeof(T) * n * n), 0) << b;
+      }
+    }
+  }
+}
+
+// Inf entries propagate through the LU arithmetic as in LAPACK: logabsdet is
+// +inf or NaN, never a finite number or -inf. A real sign is NaN exactly when
+// logabsdet is; a complex phase may also be NaN next to logabsdet = +inf (the
+// phase of an infinite pivot is undefined).
+TYPED_TEST(Special, InfEntriesNeverGiveFiniteLogabsdet) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  const R inf = std::numeric_limits<R>::infinity();
+  for (int n : sizes) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const int64_t batch = n * n;
+    auto a = make_batch<T>(kind::random, batch, n, 9 * n);
+    for (int64_t b = 0; b < batch; ++b) a[b * n * n + b] = T((b % 2 ? -1 : 1) * inf);
+    std::vector<T> sign(batch);
+    std::vector<R> logabs(batch);
+    ASSERT_EQ(slogdet(batch, n, a.data(), sign.data(), logabs.data()), TINYLA_OK);
+    for (int64_t b = 0; b < batch; ++b) {
+      EXPECT_FALSE(std::isfinite(logabs[b])) << b;
+      EXPECT_NE(logabs[b], -inf) << b;
+      if constexpr (is_complex<T>) {
+        if (std::isnan(logabs[b])) EXPECT_TRUE(isnan_any(sign[b])) << b;
+      } else {
+        EXPECT_EQ(isnan_any(sign[b]), std::isnan(logabs[b])) << b;
+      }
+    }
+  }
+  // A diagonal matrix with one infinite entry: det = +-inf exactly.
+  for (int n : sizes) {
+    std::vector<T> a(size_t(n) * n, T(0));
+    for (int i = 0; i < n; ++i) a[i * n + i] = T(i == 0 ? -inf : 2);
+    T sign;
+    R logabs;
+    ASSERT_EQ(slogdet(1, n, a.data(), &sign, &logabs), TINYLA_OK);
+    EXPECT_EQ(logabs, inf) << n;
+    EXPECT_EQ(sign, T(-1)) << n;
+  }
+}
+
+// n = 0: sign 1, logabsdet 0, det 1 (numpy's convention); nothing else written.
+TYPED_TEST(Special, ZeroSizeMatricesAndEmptyBatches) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  const T* none = nullptr;
+  T* out_none = nullptr;
+  R* real_none = nullptr;
+  std::vector<T> sign(3, T(7)), d(3, T(7));
+  std::vector<R> logabs(3, 7);
+  std::vector<int32_t> info(3, 7);
+  ASSERT_EQ(slogdet(3, 0, none, sign.data(), logabs.data()), TINYLA_OK);
+  ASSERT_EQ(det(3, 0, none, d.data()), TINYLA_OK);
+  ASSERT_EQ(inv(3, 0, none, out_none, info.data()), TINYLA_OK);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(sign[i], T(1));
+    EXPECT_EQ(logabs[i], R(0));
+    EXPECT_EQ(d[i], T(1));
+    EXPECT_EQ(info[i], 0);
+  }
+  ASSERT_EQ(solve(3, 0, 4, none, none, out_none, info.data()), TINYLA_OK);
+  ASSERT_EQ(slogdet_inv(2, 0, none, sign.data(), logabs.data(), out_none), TINYLA_OK);
+  // Empty batches need no pointers at all.
+  for (int n : {0, 1, 5, 40}) {
+    EXPECT_EQ(slogdet(0, n, none, out_none, real_none), TINYLA_OK);
+    EXPECT_EQ(det(0, n, none, out_none), TINYLA_OK);
+    EXPECT_EQ(inv(0, n, none, out_none, nullptr), TINYLA_OK);
+    EXPECT_EQ(solve(0, n, 3, none, none, out_none, nullptr), TINYLA_OK);
+    EXPECT_EQ(slogdet_inv(0, n, none, out_none, real_none, out_none), TINYLA_OK);
+  }
+  // nrhs = 0: nothing to solve, info still reported.
+  const auto a = make_batch<T>(kind::random, 2, 3, 1);
+  std::vector<int32_t> info2(2, 7);
+  ASSERT_EQ(solve(2, 3, 0, a.data(), none, out_none, info2.data()), TINYLA_OK);
+  EXPECT_EQ(info2[0], 0);
+  EXPECT_EQ(info2[1], 0);
+}
+
+// In place: inv(a -> a) and solve(b -> b) give the out-of-place bits.
+TYPED_TEST(Special, InPlaceEqualsOutOfPlace) {
+  using T = TypeParam;
+  for (int n : sizes) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const int64_t batch = 21;
+    const auto a = make_batch<T>(kind::random, batch, n, 3 * n);
+    const auto b = make_batch<T>(kind::random, batch, n, 4 * n);  // nrhs = n
+    std::vector<T> x(a.size()), y = a, s(b.size()), t = b;
+    ASSERT_EQ(inv(batch, n, a.data(), x.data(), nullptr), TINYLA_OK);
+    ASSERT_EQ(inv(batch, n, y.data(), y.data(), nullptr), TINYLA_OK);
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), sizeof(T) * x.size()), 0);
+    ASSERT_EQ(solve(batch, n, n, a.data(), b.data(), s.data(), nullptr), TINYLA_OK);
+    ASSERT_EQ(solve(batch, n, n, a.data(), t.data(), t.data(), nullptr), TINYLA_OK);
+    EXPECT_EQ(std::memcmp(s.data(), t.data(), sizeof(T) * s.size()), 0);
+  }
+}
+
+// n = 2 is a closed form: det == 0 exactly when ad == bc exactly, so equal
+// or power-of-two-proportional rows are singular, with info 2 (info 1 when
+// the first column is zero), as an exact LU would say.
+TYPED_TEST(Special, TwoByTwoDetectsExactSingularity) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  auto a = make_batch<T>(kind::random, 20, 2, 77);
+  for (int b = 0; b < 20; ++b) {
+    T* m = a.data() + 4 * b;
+    const R f = b % 2 ? R(1) : R(-0.25);
+    m[2] = f * m[0], m[3] = f * m[1];
+  }
+  std::vector<T> sign(20), x(80);
+  std::vector<R> logabs(20);
+  std::vector<int32_t> info(20);
+  ASSERT_EQ(slogdet(20, 2, a.data(), sign.data(), logabs.data()), TINYLA_OK);
+  ASSERT_EQ(inv(20, 2, a.data(), x.data(), info.data()), TINYLA_OK);
+  for (int b = 0; b < 20; ++b) {
+    EXPECT_EQ(sign[b], T(0)) << b;
+    EXPECT_EQ(logabs[b], -std::numeric_limits<R>::infinity()) << b;
+    EXPECT_EQ(info[b], 2) << b;
+    EXPECT_TRUE(all_nan(x.data() + 4 * b, 4)) << b;
+  }
+}
+
+// The n = 2 closed form stays accurate under cancellation and extreme row
+// scales, where an unscaled ad - bc would overflow or underflow.
+TYPED_TEST(Special, TwoByTwoClosedFormUnderCancellationAndScaling) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  const R big = big_scale<T>();
+  // det = (1+u)^2 - (1+2u) * 1 = u^2: everything but u^2 cancels.
+  const R u = eps<T>();
+  std::vector<T> a = {T(1 + u), T(1 + 2 * u), T(1), T(1 + u)};
+  T sign;
+  R logabs;
+  ASSERT_EQ(slogdet(1, 2, a.data(), &sign, &logabs), TINYLA_OK);
+  EXPECT_EQ(sign, T(1));
+  EXPECT_NEAR(logabs, 2 * std::log(u), 64 * u);
+  // Rows scaled by big and 1/big: det = (ad - bc) exactly scaled.
+  std::vector<T> s = {T(3 * big), T(big), T(1 / big), T(2 / big)};  // det = 6 - 1 = 5
+  ASSERT_EQ(slogdet(1, 2, s.data(), &sign, &logabs), TINYLA_OK);
+  EXPECT_EQ(sign, T(1));
+  EXPECT_NEAR(logabs, std::log(R(5)), 8 * u);
+  T d;
+  ASSERT_EQ(det(1, 2, s.data(), &d), TINYLA_OK);
+  EXPECT_NEAR(std::real(d), R(5), 8 * u * 5);
+}
+
+}  // namespace
