@@ -165,20 +165,28 @@ template <class T, int W> TINYLA_HD simd<T, W> frexp2(simd<T, W> x, simd<T, W>& 
   return select(simd_mask<T, W>{special}, x, simd<T, W>{(native)mbits});
 }
 
+// x * 2^e rounded once, as std::ldexp (musl's scalbn scheme): large |e| is
+// applied in steps that keep x normal, so only the last multiply can round.
 template <class T, int W> TINYLA_HD simd<T, W> ldexp2(simd<T, W> x, simd<T, W> e) {
   using I = typename simd_int<T>::type;
   using IV = typename simd_mask<T, W>::native;
   using native = typename simd<T, W>::native;
-  constexpr int mb = ieee<T>::mant_bits;
-  constexpr I lim = 2 * (ieee<T>::bias - 1);  // beyond this the result is 0 or inf anyway
-  // round-to-integer trick: e is integral already, so this is exact.
+  constexpr int mb = ieee<T>::mant_bits, bias = ieee<T>::bias;
+  constexpr I max_e = bias, min_e = 1 - bias, down = bias - 1 - (mb + 1);  // 2^-down keeps x normal
+  auto pow2 = [](IV k) { return (native)((k + bias) << mb); };
   const T magic = T(I(3) << (mb - 1));
-  IV ei = (IV)(e.v + magic) - __builtin_bit_cast(I, magic);
-  ei = ei > lim ? IV{} + lim : ei;
-  ei = ei < -lim ? IV{} - lim : ei;
-  IV e1 = ei >> 1, e2 = ei - e1;
-  native p1 = (native)((e1 + ieee<T>::bias) << mb), p2 = (native)((e2 + ieee<T>::bias) << mb);
-  return {x.v * p1 * p2};
+  IV k = (IV)(e.v + magic) - __builtin_bit_cast(I, magic);  // e is integral: exact
+  native y = x.v;
+  for (int step = 0; step < 2; ++step) {
+    IV hi = k > max_e, lo = k < min_e;
+    y = hi ? y * pow2(IV{} + max_e) : y;
+    k = hi ? k - max_e : k;
+    y = lo ? y * pow2(IV{} - down) : y;
+    k = lo ? k + down : k;
+  }
+  k = k > max_e ? IV{} + max_e : k;
+  k = k < min_e ? IV{} + min_e : k;
+  return {y * pow2(k)};
 }
 
 template <class T, int W> struct lane_traits<simd<T, W>> {
