@@ -34,13 +34,12 @@ struct backend_table {
   range_fn run[4];      // indexed by dtype; n <= max_fast_n only
 };
 
-// Defined in backend_isa.cpp, once per ISA built into this library.
+// Defined in backend_isa.cpp, once per ISA built into this library (the build
+// defines TINYLA_HAVE_<ISA> for each; scalar is always there).
 extern const backend_table table_scalar;
 extern const backend_table table_vec128;
-#if defined(__x86_64__)
 extern const backend_table table_avx2;
 extern const backend_table table_avx512;
-#endif
 
 // Large-n path (LAPACK getrf/getri/getrs per matrix), lapack_fallback.cpp.
 void run_lapack(dtype t, const job& jb, std::int64_t begin, std::int64_t end);

@@ -29,8 +29,11 @@ using cpu::job;
 using cpu::op;
 
 // Sizes with a compile-time instantiation (fully unrolled); larger n up to
-// max_fast_n share one run-time-n instantiation.
-constexpr int max_fixed_n = 8;
+// max_fast_n share one run-time-n instantiation (same code, same bits).
+#ifndef TINYLA_MAX_FIXED_N
+#define TINYLA_MAX_FIXED_N 8
+#endif
+constexpr int max_fixed_n = TINYLA_MAX_FIXED_N;
 
 template <class R> constexpr int lanes_of() {
   return TINYLA_VECTOR_BYTES == 0 ? 1 : TINYLA_VECTOR_BYTES / int(sizeof(R));
@@ -68,7 +71,7 @@ template <int W, int K, bool Inverse, class V> TINYLA_HD void transpose_block(V*
   if constexpr (Inverse)
     for (int c = 0; c < K; ++c) r[c] = lane_order_inverse<W, K, true>(r[c], lanes);
   [&]<int... D>(std::integer_sequence<int, D...>) {
-    auto stage = [&]<int d>() {
+    [[maybe_unused]] auto stage = [&]<int d>() {
       for (int i = 0; i < K; ++i) {
         if (i & d) continue;
         V a = r[i], b = r[i + d];
@@ -93,6 +96,7 @@ template <int W, class F> TINYLA_HD bool with_pow2(int64_t k, F&& f) {
 // at dst; lanes past count repeat matrix 0 (their results are dropped).
 template <class R, int W> TINYLA_HD void pack(const R* src, int64_t K, int count, void* dst) {
   auto* out = static_cast<char*>(dst);
+  if (K == 0) return;  // n = 0 (src may be null)
   if constexpr (W == 1) {
     std::memcpy(out, src, size_t(K) * sizeof(R));
   } else {
@@ -126,6 +130,7 @@ template <class R, int W> TINYLA_HD void pack(const R* src, int64_t K, int count
 template <class R, int W> TINYLA_HD void unpack(const void* src, int64_t K, int count, R* dst) {
   if (count > W) __builtin_unreachable();
   const auto* in = static_cast<const char*>(src);
+  if (K == 0) return;
   if constexpr (W == 1) {
     std::memcpy(dst, in, size_t(K) * sizeof(R));
   } else {

@@ -15,13 +15,17 @@ namespace tinyla::cpu {
 namespace {
 
 bool cpu_can_run(const backend_table& t) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(TINYLA_HAVE_AVX512)
   if (&t == &table_avx512)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+#endif
+#if defined(__x86_64__) && defined(TINYLA_HAVE_AVX2)
   if (&t == &table_avx2)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+#endif
+#if defined(__x86_64__) && defined(TINYLA_HAVE_VEC128)
   if (&t == &table_vec128) return __builtin_cpu_supports("sse4.2");
 #endif
   (void)t;
@@ -30,10 +34,16 @@ bool cpu_can_run(const backend_table& t) {
 
 // Best first.
 const backend_table* const all_backends[] = {
-#if defined(__x86_64__)
-    &table_avx512, &table_avx2,
+#ifdef TINYLA_HAVE_AVX512
+    &table_avx512,
 #endif
-    &table_vec128, &table_scalar};
+#ifdef TINYLA_HAVE_AVX2
+    &table_avx2,
+#endif
+#ifdef TINYLA_HAVE_VEC128
+    &table_vec128,
+#endif
+    &table_scalar};
 
 const backend_table* find_backend(const char* name) {
   for (const backend_table* t : all_backends)

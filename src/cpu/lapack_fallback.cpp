@@ -55,7 +55,7 @@ template <class T> void transpose(const T* src, T* dst, int rows, int cols) {
 
 template <class T> void fill_nan(T* x, std::int64_t count) {
   const auto nan = kern::nan_element<typename kernel_element<T>::type>();
-  for (std::int64_t i = 0; i < count; ++i) std::memcpy(x + i, &nan, sizeof(T));
+  for (std::int64_t i = 0; i < count; ++i) std::memcpy(static_cast<void*>(x + i), &nan, sizeof(T));
 }
 
 template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_t end) {
@@ -109,11 +109,11 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
     }
     if (jb.info) jb.info[b] = info;
     const E sign = acc.reported_sign();
-    if (jb.sign) std::memcpy(static_cast<T*>(jb.sign) + b, &sign, sizeof(T));
+    if (jb.sign) std::memcpy(static_cast<void*>(static_cast<T*>(jb.sign) + b), &sign, sizeof(T));
     if (jb.logabsdet) static_cast<kern::lane_of<E>*>(jb.logabsdet)[b] = acc.logabsdet();
     if (jb.det) {
       const E d = acc.determinant();
-      std::memcpy(static_cast<T*>(jb.det) + b, &d, sizeof(T));
+      std::memcpy(static_cast<void*>(static_cast<T*>(jb.det) + b), &d, sizeof(T));
     }
   }
 }
