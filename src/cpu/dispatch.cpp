@@ -133,7 +133,7 @@ bool execute(dtype t, const job& jb) {
   const double flops_per_matrix = double(n + 1) * double(n + 1) * double(n + m + 1);
   const double total = flops_per_matrix * double(jb.batch);
   auto p = get_pool();
-  const std::int64_t by_work = std::int64_t(total / 2e5) + 1;
+  const std::int64_t by_work = std::int64_t(total / 1e6) + 1;  // ~50-100 us of work per task
   const std::int64_t by_batch = (jb.batch + 63) / 64;
   const int tasks = int(std::min<std::int64_t>({p->threads(), by_work, by_batch}));
   std::int64_t chunk = (jb.batch + tasks - 1) / tasks;

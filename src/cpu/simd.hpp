@@ -58,6 +58,7 @@ template <class T, int W> struct simd {
   friend TINYLA_HD mask operator<(simd a, simd b) { return {a.v < b.v}; }
   friend TINYLA_HD mask operator>(simd a, simd b) { return {a.v > b.v}; }
   friend TINYLA_HD mask operator<=(simd a, simd b) { return {a.v <= b.v}; }
+  friend TINYLA_HD mask operator>=(simd a, simd b) { return {a.v >= b.v}; }
   friend TINYLA_HD mask operator==(simd a, simd b) { return {a.v == b.v}; }
   friend TINYLA_HD mask operator!=(simd a, simd b) { return {a.v != b.v}; }
 };
@@ -102,8 +103,6 @@ TINYLA_HD bool any(simd_mask<float, 8>::native m) { return !_mm256_testz_si256((
 #if defined(__AVX512F__)
 TINYLA_HD __m512d fma(__m512d a, __m512d b, __m512d c) { return _mm512_fmadd_pd(a, b, c); }
 TINYLA_HD __m512 fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
-TINYLA_HD __m512d sqrt(__m512d a) { return _mm512_sqrt_pd(a); }
-TINYLA_HD __m512 sqrt(__m512 a) { return _mm512_sqrt_ps(a); }
 TINYLA_HD bool any(simd_mask<double, 8>::native m) { return _mm512_cmpneq_epi64_mask((__m512i)m, _mm512_setzero_si512()) != 0; }
 TINYLA_HD bool any(simd_mask<float, 16>::native m) { return _mm512_cmpneq_epi32_mask((__m512i)m, _mm512_setzero_si512()) != 0; }
 #endif

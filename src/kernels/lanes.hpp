@@ -170,10 +170,12 @@ template <class L> TINYLA_HD mask_of<L> is_infinite(L x) {
 template <class L> TINYLA_HD mask_of<L> is_infinite(cplx<L> x) { return is_infinite(max_component(x)); }
 
 // 1/y; 0 where y == 0 (a zero pivot leaves its column untouched) and where y
-// is infinite (as 1/inf = 0 for reals; C99 Annex G for complex).
-template <class E> TINYLA_HD E reciprocal_or_zero(E y) {
-  E one = make_element<E>(1.0), zero = make_element<E>(0.0);
-  auto z = is_zero(y) | is_infinite(y);
+// is infinite (as 1/inf = 0 for reals; C99 Annex G for complex). The select
+// comes after the division: this sits on every elimination step's critical path.
+template <class L> TINYLA_HD L reciprocal_or_zero(L y) { return select(y == L(0), L(0), L(1) / y); }
+template <class L> TINYLA_HD cplx<L> reciprocal_or_zero(cplx<L> y) {
+  const cplx<L> one{L(1), L(0)}, zero{L(0), L(0)};
+  const auto z = is_zero(y) | is_infinite(y);
   return select(z, zero, divide(one, select(z, one, y)));
 }
 

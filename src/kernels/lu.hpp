@@ -192,10 +192,10 @@ template <class E> struct scaled_2x2 {
     c = scale_pow2(m[2], -e1), d = scale_pow2(m[3], -e1);
   }
   TINYLA_HD E det() const { return diff_of_products(a, d, b, c); }
+  // Into a fresh accumulator (mant stays normalized).
   TINYLA_HD void accumulate(det_accum<E>& acc) const {
     acc.multiply(det());
     acc.expo = acc.expo + e0 + e1;
-    acc.normalize();
   }
   // LAPACK's info: 1 if the first column is zero, else 2 if det == 0.
   TINYLA_HD L info() const {
@@ -206,6 +206,26 @@ template <class E> struct scaled_2x2 {
 
 template <class S> TINYLA_HD constexpr bool may_be_2x2() { return S::fixed_n < 0 || S::fixed_n == 2; }
 
+// True in lanes whose entries are 0 or within 2^+-(max_exponent/4 - 2): there
+// ad - bc needs no scaling (no product or rounding error under- or overflows,
+// and a nonzero exact det is a normal number), and the scaled and unscaled
+// forms give the same bits, so lanes do not depend on their neighbours.
+template <class E> TINYLA_HD mask_of<lane_of<E>> safe_for_unscaled_2x2(const E* m) {
+  using L = lane_of<E>;
+  using T = real_of<L>;
+  constexpr T bound = [] {
+    T b = 1;
+    for (int i = 0; i < std::numeric_limits<T>::max_exponent / 4 - 2; ++i) b *= 2;
+    return b;
+  }();
+  const L hi = L(bound), lo = L(T(1) / bound);
+  auto safe = [&](E x) {
+    const L c = max_component(x);
+    return (c == L(0)) | ((c >= lo) & (c <= hi));
+  };
+  return safe(m[0]) & safe(m[1]) & safe(m[2]) & safe(m[3]);
+}
+
 // ---- operations --------------------------------------------------------------
 
 // det(A) of a lane group; a is overwritten.
@@ -215,7 +235,10 @@ template <class S, class E> TINYLA_HD det_accum<E> determinant(S s, E* a) {
   if (n == 1) {
     acc.multiply(a[0]);
   } else if (n == 2) {
-    if constexpr (may_be_2x2<S>()) scaled_2x2<E>(a).accumulate(acc);
+    if constexpr (may_be_2x2<S>()) {
+      if (any_of(!safe_for_unscaled_2x2(a))) scaled_2x2<E>(a).accumulate(acc);
+      else acc.multiply(diff_of_products(a[0], a[3], a[1], a[2]));
+    }
   } else if (n > 2) {
     eliminate(shape<S::fixed_n, 0>{n, 0}, a, static_cast<E*>(nullptr), acc);
   }
