@@ -92,6 +92,7 @@ template <class E> struct pivot_inverse {
 };
 
 template <class E, class M> TINYLA_HD void swap_where(M t, E* x, E* y, int len) {
+#pragma GCC unroll 8
   for (int j = 0; j < len; ++j) {
     E u = x[j], v = y[j];
     x[j] = select(t, v, u);
@@ -122,8 +123,12 @@ template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_
     }
     for (int i = k + 1; i < n; ++i) {
       auto t = piv == L(i);
-      swap_where(t, a + k * n + k, a + i * n + k, n - k);
-      swap_where(t, b + k * m, b + i * m, m);
+      // At most W of the rows below are some lane's pivot row: for larger n,
+      // skipping the others saves most of the swap traffic (same bits).
+      if (n <= 8 || any_of(t)) {
+        swap_where(t, a + k * n + k, a + i * n + k, n - k);
+        swap_where(t, b + k * m, b + i * m, m);
+      }
     }
     acc.flip(piv != L(k));
     const pivot_inverse<E> pinv(a[k * n + k]);
@@ -131,7 +136,9 @@ template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_
     info = first_zero_pivot(info, pinv.p, k);
     for (int i = k + 1; i < n; ++i) {
       const E l = pinv.apply(a[i * n + k]);
+#pragma GCC unroll 8
       for (int j = k + 1; j < n; ++j) a[i * n + j] = sub_mul(a[i * n + j], l, a[k * n + j]);
+#pragma GCC unroll 8
       for (int j = 0; j < m; ++j) b[i * m + j] = sub_mul(b[i * m + j], l, b[k * m + j]);
     }
     if ((k & 15) == 15) acc.normalize();  // mant >= 2^-16 here: never underflows
@@ -146,6 +153,7 @@ template <class S, class E> TINYLA_HD void back_substitute(S s, const E* a, E* b
   for (int i = n - 1; i >= 0; --i) {
     for (int c = i + 1; c < n; ++c) {
       const E u = a[i * n + c];
+#pragma GCC unroll 8
       for (int j = 0; j < m; ++j) b[i * m + j] = sub_mul(b[i * m + j], u, b[c * m + j]);
     }
     const pivot_inverse<E> pinv(a[i * n + i]);
