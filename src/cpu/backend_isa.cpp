@@ -216,6 +216,11 @@ template <class T, int N> void run_range(const job& jb, int64_t begin, int64_t e
 
   for (int64_t b = begin; b < end; b += W) {
     const int count = int(std::min<int64_t>(W, end - b));
+    if (b + W < end) {  // the next group's matrices: W strided streams defeat the hardware prefetcher
+      const char* next = reinterpret_cast<const char*>(static_cast<const R*>(jb.a) + (b + W) * ka);
+      const int64_t bytes = int64_t(std::min<int64_t>(W, end - b - W)) * ka * int64_t(sizeof(R));
+      for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(next + off);
+    }
     pack<R, W>(static_cast<const R*>(jb.a) + b * ka, ka, count, a.data());
     det_accum<E> acc;
     switch (jb.kind) {
