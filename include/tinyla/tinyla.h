@@ -60,37 +60,26 @@ TINYLA_API int tinyla_get_num_threads(void);
  * the environment variable TINYLA_ISA selects a supported one. */
 TINYLA_API const char* tinyla_cpu_backend(void);
 
-#define TINYLA_DECLARE_REAL(sfx, T)                                                                 \
-  TINYLA_API tinyla_status tinyla_slogdet_##sfx(int64_t batch, int64_t n, const T* a, T* sign,     \
-                                                T* logabsdet);                                      \
-  TINYLA_API tinyla_status tinyla_det_##sfx(int64_t batch, int64_t n, const T* a, T* det);         \
-  TINYLA_API tinyla_status tinyla_inv_##sfx(int64_t batch, int64_t n, const T* a, T* inv,          \
-                                            int32_t* info);                                         \
-  TINYLA_API tinyla_status tinyla_solve_##sfx(int64_t batch, int64_t n, int64_t nrhs, const T* a,  \
-                                              const T* b, T* x, int32_t* info);                     \
-  TINYLA_API tinyla_status tinyla_slogdet_inv_##sfx(int64_t batch, int64_t n, const T* a, T* sign, \
-                                                    T* logabsdet, T* inv);
+/* E: element pointer type (float, double; void for the complex types, whose
+ * arrays are interleaved (re, im) pairs: sign/phase, det, inv, b and x are
+ * complex), R: real type of logabsdet. */
+#define TINYLA_DECLARE(sfx, E, R)                                                                  \
+  TINYLA_API tinyla_status tinyla_slogdet_##sfx(int64_t batch, int64_t n, const E* a, E* sign,    \
+                                                R* logabsdet);                                     \
+  TINYLA_API tinyla_status tinyla_det_##sfx(int64_t batch, int64_t n, const E* a, E* det);        \
+  TINYLA_API tinyla_status tinyla_inv_##sfx(int64_t batch, int64_t n, const E* a, E* inv,         \
+                                            int32_t* info);                                        \
+  TINYLA_API tinyla_status tinyla_solve_##sfx(int64_t batch, int64_t n, int64_t nrhs, const E* a, \
+                                              const E* b, E* x, int32_t* info);                    \
+  TINYLA_API tinyla_status tinyla_slogdet_inv_##sfx(int64_t batch, int64_t n, const E* a, E* sign, \
+                                                    R* logabsdet, E* inv);
 
-/* Complex variants take interleaved (re, im) arrays as void*; phase and det
- * are complex, logabsdet is real. */
-#define TINYLA_DECLARE_COMPLEX(sfx, R)                                                                \
-  TINYLA_API tinyla_status tinyla_slogdet_##sfx(int64_t batch, int64_t n, const void* a, void* phase, \
-                                                R* logabsdet);                                        \
-  TINYLA_API tinyla_status tinyla_det_##sfx(int64_t batch, int64_t n, const void* a, void* det);     \
-  TINYLA_API tinyla_status tinyla_inv_##sfx(int64_t batch, int64_t n, const void* a, void* inv,      \
-                                            int32_t* info);                                           \
-  TINYLA_API tinyla_status tinyla_solve_##sfx(int64_t batch, int64_t n, int64_t nrhs, const void* a, \
-                                              const void* b, void* x, int32_t* info);                 \
-  TINYLA_API tinyla_status tinyla_slogdet_inv_##sfx(int64_t batch, int64_t n, const void* a,         \
-                                                    void* phase, R* logabsdet, void* inv);
+TINYLA_DECLARE(f32, float, float)
+TINYLA_DECLARE(f64, double, double)
+TINYLA_DECLARE(c64, void, float)
+TINYLA_DECLARE(c128, void, double)
 
-TINYLA_DECLARE_REAL(f32, float)
-TINYLA_DECLARE_REAL(f64, double)
-TINYLA_DECLARE_COMPLEX(c64, float)
-TINYLA_DECLARE_COMPLEX(c128, double)
-
-#undef TINYLA_DECLARE_REAL
-#undef TINYLA_DECLARE_COMPLEX
+#undef TINYLA_DECLARE
 
 #ifdef __cplusplus
 }

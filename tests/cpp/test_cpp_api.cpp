@@ -24,7 +24,9 @@ TYPED_TEST(CppApi, MatchesTheCApi) {
   for (int n : {1, 2, 3, 9, 33}) {
     const int64_t batch = 13, nrhs = 2;
     const auto a = ref::make_batch<T>(ref::kind::random, batch, n, n);
-    const auto b = std::vector<T>(a.begin(), a.begin() + batch * n * nrhs);
+    std::vector<T> b(size_t(batch) * n * nrhs);
+    std::mt19937_64 gen(n);
+    for (auto& v : b) v = ref::random_entry<T>(gen);
     std::vector<T> sign(batch), d(batch), x(a.size()), sol(b.size()), sign2(batch), x2(a.size());
     std::vector<R> logabs(batch), logabs2(batch);
     std::vector<int32_t> info(batch), info_s(batch);
