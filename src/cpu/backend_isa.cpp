@@ -38,11 +38,14 @@ constexpr int max_fixed_n = TINYLA_MAX_FIXED_N;
 template <class R> constexpr int lanes_of() {
   return TINYLA_VECTOR_BYTES == 0 ? 1 : TINYLA_VECTOR_BYTES / int(sizeof(R));
 }
-template <class R, int W> struct lane_type { using type = simd<R, W>; };
-template <class R> struct lane_type<R, 1> { using type = R; };
+// P = 2 pairs two registers per lane group (simd2) for more instructions in flight.
+template <class R, int W, int P> struct lane_type { using type = std::conditional_t<P == 2, simd2<R, W>, simd<R, W>>; };
+template <class R, int P> struct lane_type<R, 1, P> { using type = R; };
 
-template <class R> TINYLA_HD R lane_get(R x, int) { return x; }
-template <class R, int W> TINYLA_HD R lane_get(simd<R, W> x, int w) { return x[w]; }
+template <class L> TINYLA_HD real_of<L> lane_get(L x, int w) {
+  if constexpr (lane_traits<L>::width == 1) return x;
+  else return x[w];
+}
 
 // ---- packing: rows of W consecutive matrices <-> lanes ------------------------
 
@@ -92,70 +95,92 @@ template <int W, class F> TINYLA_HD bool with_pow2(int64_t k, F&& f) {
   }(std::make_integer_sequence<int, std::bit_width(unsigned(W))>{});
 }
 
-// K reals of each of `count` matrices (matrix w at src + w * K) into K lanes
-// at dst; lanes past count repeat matrix 0 (their results are dropped).
-template <class R, int W> TINYLA_HD void pack(const R* src, int64_t K, int count, void* dst) {
-  auto* out = static_cast<char*>(dst);
+// K reals of each of `count` matrices (matrix w at src + w * K) into K lane
+// vectors at dst, `stride` vectors apart (2 when a lane group is a register
+// pair); lanes past count repeat matrix 0 (their results are dropped).
+template <class R, int W> TINYLA_HD void pack(const R* src, int64_t K, int count, void* dst, int stride = 1) {
   if (K == 0) return;  // n = 0 (src may be null)
   if constexpr (W == 1) {
-    std::memcpy(out, src, size_t(K) * sizeof(R));
+    std::memcpy(dst, src, size_t(K) * sizeof(R));
   } else {
     using V = typename simd<R, W>::native;
+    auto* out = static_cast<char*>(dst);
+    auto put = [&](int64_t c, const V& v) { std::memcpy(out + c * stride * int64_t(sizeof(V)), &v, sizeof(V)); };
     // A full group of small matrices is one contiguous block of K vectors.
     if (count == W && K < W &&
         with_pow2<W>(K, [&](auto k) {
           V r[k()];
           std::memcpy(r, src, sizeof(r));
           transpose_block<W, k(), false>(r);
-          std::memcpy(out, r, sizeof(r));
+          for (int c = 0; c < k(); ++c) put(c, r[c]);
         }))
       return;
     const R* rows[W];
     for (int w = 0; w < W; ++w) rows[w] = src + (w < count ? w : 0) * K;
     int64_t c = 0;
-    for (; c + W <= K; c += W, out += sizeof(V) * W) {
+    for (; c + W <= K; c += W) {
       V r[W];
       for (int w = 0; w < W; ++w) std::memcpy(&r[w], rows[w] + c, sizeof(V));
       transpose_block<W, W, false>(r);
-      std::memcpy(out, r, sizeof(r));
+      for (int i = 0; i < W; ++i) put(c + i, r[i]);
     }
-    for (; c < K; ++c, out += sizeof(V)) {
+    for (; c < K; ++c) {
       V v;
       for (int w = 0; w < W; ++w) v[w] = rows[w][c];
-      std::memcpy(out, &v, sizeof(V));
+      put(c, v);
     }
   }
 }
 
-template <class R, int W> TINYLA_HD void unpack(const void* src, int64_t K, int count, R* dst) {
+// The inverse of pack: K lane vectors (stride apart) to `count` matrices.
+template <class R, int W> TINYLA_HD void unpack(const void* src, int64_t K, int count, R* dst, int stride = 1) {
   if (count > W) __builtin_unreachable();
-  const auto* in = static_cast<const char*>(src);
   if (K == 0) return;
   if constexpr (W == 1) {
-    std::memcpy(dst, in, size_t(K) * sizeof(R));
+    std::memcpy(dst, src, size_t(K) * sizeof(R));
   } else {
     using V = typename simd<R, W>::native;
+    const auto* in = static_cast<const char*>(src);
+    auto get = [&](int64_t c) {
+      V v;
+      std::memcpy(&v, in + c * stride * int64_t(sizeof(V)), sizeof(V));
+      return v;
+    };
     if (count == W && K < W &&
         with_pow2<W>(K, [&](auto k) {
           V r[k()];
-          std::memcpy(r, in, sizeof(r));
+          for (int c = 0; c < k(); ++c) r[c] = get(c);
           transpose_block<W, k(), true>(r);
           std::memcpy(dst, r, sizeof(r));
         }))
       return;
     int64_t c = 0;
-    for (; c + W <= K; c += W, in += sizeof(V) * W) {
+    for (; c + W <= K; c += W) {
       V r[W];
-      std::memcpy(r, in, sizeof(r));
+      for (int i = 0; i < W; ++i) r[i] = get(c + i);
       transpose_block<W, W, true>(r);
       for (int w = 0; w < count; ++w) std::memcpy(dst + w * K + c, &r[w], sizeof(V));
     }
-    for (; c < K; ++c, in += sizeof(V)) {
-      V v;
-      std::memcpy(&v, in, sizeof(V));
+    for (; c < K; ++c) {
+      const V v = get(c);
       for (int w = 0; w < count; ++w) dst[w * K + c] = v[w];
     }
   }
+}
+
+// A lane group of P registers: register h holds matrices [h*W, (h+1)*W).
+// Registers with no matrix left repeat matrix 0 of the group.
+template <class R, int W, int P> TINYLA_HD void pack_group(const R* src, int64_t K, int count, void* dst) {
+  using V = typename simd<R, W>::native;
+  for (int h = 0; h < P; ++h) {
+    const int c = std::min(count - h * W, W);
+    pack<R, W>(c > 0 ? src + h * W * K : src, K, c > 0 ? c : 1, static_cast<char*>(dst) + h * sizeof(V), P);
+  }
+}
+template <class R, int W, int P> TINYLA_HD void unpack_group(const void* src, int64_t K, int count, R* dst) {
+  using V = typename simd<R, W>::native;
+  for (int h = 0; h < P && count > h * W; ++h)
+    unpack<R, W>(static_cast<const char*>(src) + h * sizeof(V), K, std::min(count - h * W, W), dst + h * W * K, P);
 }
 
 // ---- per-matrix outputs -------------------------------------------------------
@@ -199,11 +224,18 @@ template <class E> struct group_storage<E, -1> {
   E* data() { return v.data(); }
 };
 
+// Register pairs for the small sizes that are latency-bound (dependent
+// pivot -> division -> update steps); n <= 2 is throughput-bound and larger n
+// would spill.
+template <int N, int W> constexpr int registers_per_group() { return W > 1 && N >= 3 && N <= 6 ? 2 : 1; }
+
 template <class T, int N> void run_range(const job& jb, int64_t begin, int64_t end) {
   using R = typename element_layout<T>::real;
   constexpr int C = element_layout<T>::reals;
-  constexpr int W = lanes_of<R>();
-  using L = typename lane_type<R, W>::type;
+  constexpr int V = lanes_of<R>();  // lanes per register
+  constexpr int P = registers_per_group<N, V>();
+  constexpr int W = P * V;           // matrices per lane group
+  using L = typename lane_type<R, V, P>::type;
   using E = std::conditional_t<C == 2, cplx<L>, L>;
   constexpr int fixed_size = N >= 0 ? N * N : -1;
 
@@ -221,7 +253,7 @@ template <class T, int N> void run_range(const job& jb, int64_t begin, int64_t e
       const int64_t bytes = int64_t(std::min<int64_t>(W, end - b - W)) * ka * int64_t(sizeof(R));
       for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(next + off);
     }
-    pack<R, W>(static_cast<const R*>(jb.a) + b * ka, ka, count, a.data());
+    pack_group<R, V, P>(static_cast<const R*>(jb.a) + b * ka, ka, count, a.data());
     det_accum<E> acc;
     switch (jb.kind) {
       case op::slogdet:
@@ -231,12 +263,12 @@ template <class T, int N> void run_range(const job& jb, int64_t begin, int64_t e
       case op::inv:
       case op::slogdet_inv:
         store_info(jb.info, b, count, invert(sq, a.data(), x.data(), acc));
-        unpack<R, W>(x.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
+        unpack_group<R, V, P>(x.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
         break;
       case op::solve:
-        pack<R, W>(static_cast<const R*>(jb.b) + b * kb, kb, count, rhs.data());
+        pack_group<R, V, P>(static_cast<const R*>(jb.b) + b * kb, kb, count, rhs.data());
         store_info(jb.info, b, count, solve(shape<N, -1>{n, int(jb.nrhs)}, a.data(), rhs.data(), acc));
-        unpack<R, W>(rhs.data(), kb, count, static_cast<R*>(jb.x) + b * kb);
+        unpack_group<R, V, P>(rhs.data(), kb, count, static_cast<R*>(jb.x) + b * kb);
         break;
     }
     if (jb.sign) store_element(jb.sign, b, count, acc.reported_sign());

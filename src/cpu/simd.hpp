@@ -193,4 +193,62 @@ template <class T, int W> struct lane_traits<simd<T, W>> {
   using mask_type = simd_mask<T, W>;
   static constexpr int width = W;
 };
+// Two SIMD registers as one lane type: 2W matrices whose instruction streams
+// are independent, so a latency-bound kernel (small n: pivot -> division ->
+// update chains) keeps twice as much in flight. Every operation is applied
+// to both halves; the bits of each lane are those of simd<T, W>.
+template <class T, int W> struct simd2_mask {
+  simd_mask<T, W> lo, hi;
+  friend TINYLA_HD simd2_mask operator&(simd2_mask a, simd2_mask b) { return {a.lo & b.lo, a.hi & b.hi}; }
+  friend TINYLA_HD simd2_mask operator|(simd2_mask a, simd2_mask b) { return {a.lo | b.lo, a.hi | b.hi}; }
+  friend TINYLA_HD simd2_mask operator!(simd2_mask a) { return {!a.lo, !a.hi}; }
+};
+
+template <class T, int W> struct simd2 {
+  using half = simd<T, W>;
+  using mask = simd2_mask<T, W>;
+  half lo, hi;
+
+  simd2() = default;
+  constexpr simd2(half l, half h) : lo(l), hi(h) {}
+  template <class S>
+    requires std::is_arithmetic_v<S>
+  constexpr simd2(S x) : lo(x), hi(x) {}
+
+  T operator[](int i) const { return i < W ? lo[i] : hi[i - W]; }
+
+  friend TINYLA_HD simd2 operator+(simd2 a, simd2 b) { return {a.lo + b.lo, a.hi + b.hi}; }
+  friend TINYLA_HD simd2 operator-(simd2 a, simd2 b) { return {a.lo - b.lo, a.hi - b.hi}; }
+  friend TINYLA_HD simd2 operator*(simd2 a, simd2 b) { return {a.lo * b.lo, a.hi * b.hi}; }
+  friend TINYLA_HD simd2 operator/(simd2 a, simd2 b) { return {a.lo / b.lo, a.hi / b.hi}; }
+  friend TINYLA_HD simd2 operator-(simd2 a) { return {-a.lo, -a.hi}; }
+  friend TINYLA_HD mask operator<(simd2 a, simd2 b) { return {a.lo < b.lo, a.hi < b.hi}; }
+  friend TINYLA_HD mask operator>(simd2 a, simd2 b) { return {a.lo > b.lo, a.hi > b.hi}; }
+  friend TINYLA_HD mask operator<=(simd2 a, simd2 b) { return {a.lo <= b.lo, a.hi <= b.hi}; }
+  friend TINYLA_HD mask operator>=(simd2 a, simd2 b) { return {a.lo >= b.lo, a.hi >= b.hi}; }
+  friend TINYLA_HD mask operator==(simd2 a, simd2 b) { return {a.lo == b.lo, a.hi == b.hi}; }
+  friend TINYLA_HD mask operator!=(simd2 a, simd2 b) { return {a.lo != b.lo, a.hi != b.hi}; }
+};
+
+template <class T, int W> TINYLA_HD simd2<T, W> fmadd(simd2<T, W> a, simd2<T, W> b, simd2<T, W> c) {
+  return {fmadd(a.lo, b.lo, c.lo), fmadd(a.hi, b.hi, c.hi)};
+}
+template <class T, int W> TINYLA_HD simd2<T, W> sqrtl_(simd2<T, W> a) { return {sqrtl_(a.lo), sqrtl_(a.hi)}; }
+template <class T, int W> TINYLA_HD simd2<T, W> absval(simd2<T, W> a) { return {absval(a.lo), absval(a.hi)}; }
+template <class T, int W> TINYLA_HD simd2<T, W> select(simd2_mask<T, W> m, simd2<T, W> a, simd2<T, W> b) {
+  return {select(m.lo, a.lo, b.lo), select(m.hi, a.hi, b.hi)};
+}
+template <class T, int W> TINYLA_HD bool any_of(simd2_mask<T, W> m) { return any_of(m.lo | m.hi); }
+template <class T, int W> TINYLA_HD simd2<T, W> frexp2(simd2<T, W> x, simd2<T, W>& e) {
+  return {frexp2(x.lo, e.lo), frexp2(x.hi, e.hi)};
+}
+template <class T, int W> TINYLA_HD simd2<T, W> ldexp2(simd2<T, W> x, simd2<T, W> e) {
+  return {ldexp2(x.lo, e.lo), ldexp2(x.hi, e.hi)};
+}
+template <class T, int W> struct lane_traits<simd2<T, W>> {
+  using real_type = T;
+  using mask_type = simd2_mask<T, W>;
+  static constexpr int width = 2 * W;
+};
+
 }  // namespace tinyla::TINYLA_KERNEL_NS
