@@ -224,16 +224,16 @@ template <class E> struct group_storage<E, -1> {
   E* data() { return v.data(); }
 };
 
-// Register pairs for the small sizes that are latency-bound (dependent
-// pivot -> division -> update steps); n <= 2 is throughput-bound and larger n
-// would spill.
-template <int N, int W> constexpr int registers_per_group() { return W > 1 && N >= 3 && N <= 6 ? 2 : 1; }
+// P = 2: register pairs, used for the determinant of the small sizes that
+// are latency-bound (dependent pivot -> division -> update steps). n <= 2 is
+// throughput-bound, and inverses/solves (twice the live data) would spill.
+constexpr bool paired_size(int64_t n) { return n >= 3 && n <= 6; }
+constexpr bool pair_registers(op kind, int64_t n) { return (kind == op::slogdet || kind == op::det) && paired_size(n); }
 
-template <class T, int N> void run_range(const job& jb, int64_t begin, int64_t end) {
+template <class T, int N, int P> void run_range(const job& jb, int64_t begin, int64_t end) {
   using R = typename element_layout<T>::real;
   constexpr int C = element_layout<T>::reals;
   constexpr int V = lanes_of<R>();  // lanes per register
-  constexpr int P = registers_per_group<N, V>();
   constexpr int W = P * V;           // matrices per lane group
   using L = typename lane_type<R, V, P>::type;
   using E = std::conditional_t<C == 2, cplx<L>, L>;
@@ -262,10 +262,12 @@ template <class T, int N> void run_range(const job& jb, int64_t begin, int64_t e
         break;
       case op::inv:
       case op::slogdet_inv:
+        if constexpr (P > 1) __builtin_unreachable();  // determinants only (pair_registers)
         store_info(jb.info, b, count, invert(sq, a.data(), x.data(), acc));
         unpack_group<R, V, P>(x.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
         break;
       case op::solve:
+        if constexpr (P > 1) __builtin_unreachable();
         pack_group<R, V, P>(static_cast<const R*>(jb.b) + b * kb, kb, count, rhs.data());
         store_info(jb.info, b, count, solve(shape<N, -1>{n, int(jb.nrhs)}, a.data(), rhs.data(), acc));
         unpack_group<R, V, P>(rhs.data(), kb, count, static_cast<R*>(jb.x) + b * kb);
@@ -280,9 +282,11 @@ template <class T, int N> void run_range(const job& jb, int64_t begin, int64_t e
 template <class T, std::size_t... Ns> void run_sized(const job& jb, int64_t begin, int64_t end,
                                                      std::index_sequence<Ns...>) {
   using fn = void (*)(const job&, int64_t, int64_t);
-  static constexpr fn fixed[] = {&run_range<T, int(Ns)>...};
-  if (jb.n < int64_t(sizeof...(Ns))) fixed[jb.n](jb, begin, end);
-  else run_range<T, -1>(jb, begin, end);
+  static constexpr fn fixed[] = {&run_range<T, int(Ns), 1>...};
+  constexpr bool vector_lanes = lanes_of<typename element_layout<T>::real>() > 1;
+  static constexpr fn paired[] = {&run_range<T, int(Ns), vector_lanes && paired_size(Ns) ? 2 : 1>...};
+  if (jb.n < int64_t(sizeof...(Ns))) (pair_registers(jb.kind, jb.n) ? paired : fixed)[jb.n](jb, begin, end);
+  else run_range<T, -1, 1>(jb, begin, end);
 }
 
 template <class T> void run_dtype(const job& jb, int64_t begin, int64_t end) {
