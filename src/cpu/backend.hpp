@@ -29,8 +29,7 @@ using range_fn = void (*)(const job&, std::int64_t begin, std::int64_t end);
 inline constexpr int max_fast_n = 32;
 
 struct backend_table {
-  const char* name;     // "avx512", "avx2", "sse2", "neon", "scalar"
-  int lanes_f64;        // matrices per lane group for float64
+  const char* name;     // "avx512", "avx2", "vec128" (SSE4.2 or NEON), "scalar"
   range_fn run[4];      // indexed by dtype; n <= max_fast_n only
 };
 

@@ -301,7 +301,6 @@ namespace tinyla::cpu {
 #define TINYLA_STR(x) TINYLA_STR2(x)
 extern const backend_table TINYLA_TABLE = {
     TINYLA_STR(TINYLA_KERNEL_NS),
-    TINYLA_KERNEL_NS::lanes_of<double>(),
     {&TINYLA_KERNEL_NS::run_dtype<float>, &TINYLA_KERNEL_NS::run_dtype<double>,
      &TINYLA_KERNEL_NS::run_dtype<std::complex<float>>, &TINYLA_KERNEL_NS::run_dtype<std::complex<double>>},
 };

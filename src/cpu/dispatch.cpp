@@ -125,15 +125,16 @@ bool execute(dtype t, const job& jb) {
     else run_lapack(t, jb, begin, end);
   };
 
-  // Split only when each thread gets enough work to pay for the wake-up
-  // (~ a few microseconds). Chunk edges are multiples of 64 matrices; each
-  // matrix's result does not depend on its neighbours, so the split never
-  // changes any bits.
-  const std::int64_t n = jb.n, m = jb.kind == op::solve ? jb.nrhs : (jb.kind == op::inv || jb.kind == op::slogdet_inv ? n : 0);
-  const double flops_per_matrix = double(n + 1) * double(n + 1) * double(n + m + 1);
-  const double total = flops_per_matrix * double(jb.batch);
+  // Split only when each task gets enough work (~1e6 units of (n+1)^2 (n+m+1),
+  // some 50-100 us) to pay for waking a worker. Chunk edges are multiples of
+  // 64 matrices; each matrix's result does not depend on its neighbours, so
+  // the split never changes any bits.
+  std::int64_t m = 0;  // right-hand sides carried through the elimination
+  if (jb.kind == op::solve) m = jb.nrhs;
+  if (jb.kind == op::inv || jb.kind == op::slogdet_inv) m = jb.n;
+  const double work = double(jb.n + 1) * double(jb.n + 1) * double(jb.n + m + 1) * double(jb.batch);
   auto p = get_pool();
-  const std::int64_t by_work = std::int64_t(total / 1e6) + 1;  // ~50-100 us of work per task
+  const std::int64_t by_work = std::int64_t(work / 1e6) + 1;
   const std::int64_t by_batch = (jb.batch + 63) / 64;
   const int tasks = int(std::min<std::int64_t>({p->threads(), by_work, by_batch}));
   std::int64_t chunk = (jb.batch + tasks - 1) / tasks;
