@@ -1,0 +1,337 @@
+"""jax.numpy.linalg's contract on tinyla's batched kernels, as XLA FFI calls.
+
+    import tinyla.jax as tlj
+    sign, logabsdet = tlj.slogdet(x)          # drop-in for jnp.linalg.slogdet
+    jax.jit(jax.grad(lambda x: tlj.slogdet(x)[1].sum()))(x)
+
+``slogdet, det, inv, solve`` take and return what ``jax.numpy.linalg`` does
+(shapes ``(..., n, n)``, float32/float64/complex64/complex128, integers and bool
+promoted as jnp promotes them), plus ``slogdet_inv(a) -> (sign, logabsdet, inverse)``
+from one factorization. Each op is one custom call over the whole batch: every
+leading dimension is batch, so ``jit``, ``vmap`` (nested), empty batches and
+n = 0 need nothing special.
+
+Derivatives of any order come from ``custom_jvp`` rules written with these same
+ops, so each order stays on tinyla's kernels and no rule factorizes twice:
+  d logabsdet = Re tr(A^-1 dA), d sign = sign * i Im tr(A^-1 dA) (complex; 0 for real),
+  the A^-1 coming from the fused slogdet_inv that also gives the primal;
+  d A^-1 = -A^-1 dA A^-1;  d det = det * tr(A^-1 dA);
+  d solve(A, B) = A^-1 (dB - dA X), with X and A^-1 from one solve against [B | I].
+
+Sharding: the custom calls are registered as batch-partitionable, so XLA's SPMD
+partitioner runs them per shard of the leading dimensions (no all-gather of the
+batch); under ``shard_map`` each shard calls tinyla on its block.
+
+Singular matrices (an exactly zero pivot): slogdet gives (0, -inf) and det 0, as
+jnp does; inv / solve / slogdet_inv's inverse are NaN-filled (jnp gives inf/NaN).
+A NaN entry gives NaN sign and logabsdet for that matrix (jnp's LU may report such
+a matrix as singular instead). Derivatives at singular matrices are NaN (jnp's
+det derivative there is the adjugate; tinyla's is not).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.extend.mlir.dialects import sdy
+from jax.interpreters import batching, mlir
+from jax.sharding import PartitionSpec
+
+from tinyla import _native
+
+__all__ = ["slogdet", "det", "inv", "solve", "slogdet_inv", "SlogdetResult", "SlogdetInvResult"]
+
+class SlogdetResult(NamedTuple):
+    sign: jax.Array
+    logabsdet: jax.Array
+
+
+class SlogdetInvResult(NamedTuple):
+    sign: jax.Array
+    logabsdet: jax.Array
+    inverse: jax.Array
+
+
+class UnsupportedDtypeError(TypeError, NotImplementedError):
+    """A dtype tinyla has no kernels for (jnp.linalg raises NotImplementedError there)."""
+
+
+_SUPPORTED = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
+
+
+def _inexact(op: str, *arrays) -> list[jax.Array]:
+    """jnp's promote_dtypes_inexact: common dtype; bool and integers up to 32 bits
+    -> float32, 64-bit integers -> float64 (float32 without x64)."""
+    arrays = [jnp.asarray(x) for x in arrays]
+    dt = np.dtype(jnp.result_type(*arrays))
+    if dt.kind in "biu":
+        dt = jax.dtypes.canonicalize_dtype(np.float64 if dt.itemsize == 8 else np.float32)
+    if dt not in _SUPPORTED:
+        raise UnsupportedDtypeError(f"tinyla.jax.{op}: unsupported dtype {dt.name} "
+                                    f"(supported: float32, float64, complex64, complex128)")
+    return [x.astype(dt) for x in arrays]
+
+
+def _check_square(op: str, a: jax.Array) -> None:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"tinyla.jax.{op}: argument must have shape (..., n, n), got {a.shape}")
+
+
+def _real_dtype(dt) -> np.dtype:
+    return np.finfo(dt).dtype  # float32 for complex64, float64 for complex128
+
+
+# ---- the custom calls: one primitive per op ------------------------------------------------
+# Own primitives rather than jax.ffi.ffi_call, because XLA's partitioners must learn that
+# every leading dimension is batch, which ffi_call cannot say: the lowering attaches a
+# frontend attribute num_batch_dims (GSPMD; the target is registered batch-partitionable)
+# and an sdy.sharding_rule (Shardy), as jax's own linalg custom calls do, and abstract
+# evaluation carries the batch sharding over to the results (explicit sharding). Matrix
+# dimensions must be replicated: a kernel needs whole matrices.
+
+_handlers = ctypes.CDLL(_native.LIBTINYLA_XLA)
+
+
+def _result_types(op: str, avals) -> list[tuple[tuple, np.dtype]]:
+    a = avals[0]
+    batch, real = a.shape[:-2], _real_dtype(a.dtype)
+    if op == "slogdet":
+        return [(batch, a.dtype), (batch, real)]
+    if op == "det":
+        return [(batch, a.dtype)]
+    if op == "inv":
+        return [(a.shape, a.dtype)]
+    if op == "solve":
+        return [(avals[1].shape, a.dtype)]
+    return [(batch, a.dtype), (batch, real), (a.shape, a.dtype)]  # slogdet_inv
+
+
+def _abstract_eval(*avals, op):
+    batch_rank = avals[0].ndim - 2
+    batch_spec = None
+    for i, aval in enumerate(avals):
+        spec = tuple(aval.sharding.spec)
+        spec += (None,) * (aval.ndim - len(spec))
+        if any(s is not None for s in spec[batch_rank:]):
+            raise ValueError(f"tinyla.jax.{op}: operand {i} is sharded along its matrix dimensions "
+                             f"({PartitionSpec(*spec)}); shard only the leading (batch) dimensions")
+        if batch_spec is None:
+            batch_spec = spec[:batch_rank]
+        elif spec[:batch_rank] != batch_spec:
+            raise ValueError(f"tinyla.jax.{op}: operands are sharded differently along the batch dimensions "
+                             f"({PartitionSpec(*batch_spec)} vs {PartitionSpec(*spec[:batch_rank])})")
+
+    def result(shape, dtype):  # update() keeps what else the aval carries (shard_map's varying axes)
+        spec = PartitionSpec(*batch_spec, *(None,) * (len(shape) - batch_rank))
+        return avals[0].update(shape=shape, dtype=dtype, weak_type=False,
+                               sharding=avals[0].sharding.update(spec=spec))
+
+    return [result(shape, dtype) for shape, dtype in _result_types(op, avals)]
+
+
+def _sdy_sharding_rule(avals_in, avals_out, batch_rank: int):
+    """Shardy: the batch dimensions are factors shared by all operands and results;
+    every other dimension is a factor of its own that must be replicated."""
+    factor_sizes = list(avals_in[0].shape[:batch_rank])
+    mappings = []
+    for aval in (*avals_in, *avals_out):
+        dims = [sdy.DimMappingAttr.get(factor_indices=[i]) for i in range(batch_rank)]
+        for size in aval.shape[batch_rank:]:
+            factor_sizes.append(size)
+            dims.append(sdy.DimMappingAttr.get(factor_indices=[len(factor_sizes) - 1]))
+        mappings.append(sdy.TensorMappingAttr.get(dim_mappings=dims))
+    return sdy.OpShardingRuleAttr.get(
+        factor_sizes=factor_sizes, operand_mappings=mappings[:len(avals_in)],
+        result_mappings=mappings[len(avals_in):], is_custom=True,
+        need_replication_factors=list(range(batch_rank, len(factor_sizes))))
+
+
+def _lowering(ctx, *args, op):
+    batch_rank = len(ctx.avals_in[0].shape) - 2
+    extra = None
+    if batch_rank > 0:
+        extra = {"mhlo.frontend_attributes": mlir.ir_attribute({"num_batch_dims": str(batch_rank)})}
+        if jax.config.jax_use_shardy_partitioner:
+            extra["sdy.sharding_rule"] = _sdy_sharding_rule(ctx.avals_in, ctx.avals_out, batch_rank)
+    return jax.ffi.ffi_lowering(f"tinyla_{op}", extra_attributes=extra)(ctx, *args)
+
+
+def _batching_rule(args, dims, *, prim):
+    """vmap: the mapped axis becomes one more leading batch dimension."""
+    size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+    args = [jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0)
+            for x, d in zip(args, dims)]
+    out = prim.bind(*args)
+    return out, [0] * len(out)
+
+
+def _make_primitive(op: str) -> Primitive:
+    target = f"tinyla_{op}"
+    jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(_handlers, f"tinyla_xla_{op}")), platform="cpu")
+    jax.ffi.register_ffi_target_as_batch_partitionable(target)
+    prim = Primitive(target)
+    prim.multiple_results = True
+    prim.def_impl(lambda *args: jax.jit(prim.bind)(*args))  # eager use: compile the one call
+    prim.def_abstract_eval(functools.partial(_abstract_eval, op=op))
+    batching.primitive_batchers[prim] = functools.partial(_batching_rule, prim=prim)
+    mlir.register_lowering(prim, functools.partial(_lowering, op=op), platform="cpu")
+    return prim
+
+
+_PRIMITIVES = {op: _make_primitive(op) for op in ("slogdet", "det", "inv", "solve", "slogdet_inv")}
+
+
+def _call(op: str, *args) -> list[jax.Array]:
+    return _PRIMITIVES[op].bind(*args)
+
+
+# ---- derivative rules: written with the ops themselves, so every order is a rule -------
+
+_HIGHEST = jax.lax.Precision.HIGHEST  # no reduced-precision matmuls in tangents (GPU)
+
+
+def _matmul(x, y):
+    return jnp.matmul(x, y, precision=_HIGHEST)
+
+
+def _trace_of_product(x, y):
+    """tr(x @ y) per matrix, as an elementwise product and a sum (fuses in XLA)."""
+    return jnp.sum(jnp.swapaxes(x, -1, -2) * y, axis=(-2, -1))
+
+
+def _slogdet_tangents(sign, inverse, da):
+    t = _trace_of_product(inverse, da)
+    if jnp.iscomplexobj(sign):
+        return sign * (t - jnp.real(t)), jnp.real(t)  # d phase = phase * i Im t
+    return jnp.zeros_like(sign), t
+
+
+@jax.custom_jvp
+def _slogdet(a):
+    return tuple(_call("slogdet", a))
+
+
+@_slogdet.defjvp
+def _slogdet_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    if a.shape[-1] <= 2:
+        # Nothing to share at n <= 2 (closed forms): two calls, so that XLA can drop the
+        # primal one when only the gradient is used.
+        (sign, logabsdet), inverse = _slogdet(a), _inv(a)
+    else:
+        sign, logabsdet, inverse = _slogdet_inv(a)  # the fused forward: one factorization
+    return (sign, logabsdet), _slogdet_tangents(sign, inverse, da)
+
+
+@jax.custom_jvp
+def _slogdet_inv(a):
+    return tuple(_call("slogdet_inv", a))
+
+
+@_slogdet_inv.defjvp
+def _slogdet_inv_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    sign, logabsdet, inverse = _slogdet_inv(a)
+    dsign, dlogabsdet = _slogdet_tangents(sign, inverse, da)
+    return (sign, logabsdet, inverse), (dsign, dlogabsdet, -_matmul(_matmul(inverse, da), inverse))
+
+
+@jax.custom_jvp
+def _det(a):
+    return _call("det", a)[0]
+
+
+@_det.defjvp
+def _det_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    d = _det(a)  # rounded once from tinyla's mantissa/exponent; sign*exp(logabsdet) would lose bits
+    return d, d * _trace_of_product(_inv(a), da)
+
+
+@jax.custom_jvp
+def _inv(a):
+    return _call("inv", a)[0]
+
+
+@_inv.defjvp
+def _inv_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    inverse = _inv(a)
+    return inverse, -_matmul(_matmul(inverse, da), inverse)
+
+
+@jax.custom_jvp
+def _solve(a, b):
+    return _call("solve", a, b)[0]
+
+
+@_solve.defjvp
+def _solve_jvp(primals, tangents):
+    (a, b), (da, db) = primals, tangents
+    k = b.shape[-1]
+    eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    x_and_inverse = _solve(a, jnp.concatenate([b, eye], axis=-1))  # one factorization for both
+    x, inverse = x_and_inverse[..., :k], x_and_inverse[..., k:]
+    return x, _matmul(inverse, db - _matmul(da, x))
+
+
+# ---- the public ops ------------------------------------------------------------------------
+
+def slogdet(a, *, method: str | None = None) -> SlogdetResult:
+    """Sign (complex: phase) and log|det| of each matrix of a (..., n, n); as jnp.linalg.slogdet.
+    method: None or "lu" (tinyla always factorizes with partial pivoting)."""
+    if method not in (None, "lu"):
+        raise ValueError(f"tinyla.jax.slogdet: method must be None or 'lu', got {method!r}")
+    (a,) = _inexact("slogdet", a)
+    _check_square("slogdet", a)
+    return SlogdetResult(*_slogdet(a))
+
+
+def det(a) -> jax.Array:
+    """Determinant of each matrix of a (..., n, n); as jnp.linalg.det."""
+    (a,) = _inexact("det", a)
+    _check_square("det", a)
+    return _det(a)
+
+
+def inv(a) -> jax.Array:
+    """Inverse of each matrix of a (..., n, n); as jnp.linalg.inv (singular: NaN-filled)."""
+    (a,) = _inexact("inv", a)
+    _check_square("inv", a)
+    return _inv(a)
+
+
+def solve(a, b) -> jax.Array:
+    """x with a @ x = b; as jnp.linalg.solve: b is a vector (n,) when b.ndim == 1, else a
+    stack (..., n, k) whose batch dimensions broadcast with a's."""
+    a, b = _inexact("solve", a, b)
+    _check_square("solve", a)
+    n = a.shape[-1]
+    vector = b.ndim == 1
+    bm = b[:, None] if vector else b
+    if bm.ndim < 2 or bm.shape[-2] != n:
+        raise ValueError(f"tinyla.jax.solve: a has shape {a.shape}, so b must have shape (n,) or (..., n, k) "
+                         f"with n = {n}; got {b.shape}")
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
+    except ValueError:
+        raise ValueError(f"tinyla.jax.solve: batch dimensions of a {a.shape} and b {b.shape} "
+                         "do not broadcast") from None
+    # Through one concatenate, so that a and b vary over the same shard_map axes (jnp inserts
+    # the casts); XLA folds the slices of the concatenation back into the operands.
+    ab = jnp.concatenate([jnp.broadcast_to(a, batch + (n, n)), jnp.broadcast_to(bm, batch + bm.shape[-2:])], -1)
+    x = _solve(ab[..., :n], ab[..., n:])
+    return x[..., 0] if vector else x
+
+
+def slogdet_inv(a) -> SlogdetInvResult:
+    """slogdet(a) and inv(a) from one factorization (what a forward Laplacian needs).
+    Singular matrices: sign 0, logabsdet -inf, NaN-filled inverse."""
+    (a,) = _inexact("slogdet_inv", a)
+    _check_square("slogdet_inv", a)
+    return SlogdetInvResult(*_slogdet_inv(a))

@@ -1,0 +1,160 @@
+"""numpy.linalg's contract on tinyla's batched kernels.
+
+    from tinyla import numpy as tla
+    sign, logabsdet = tla.slogdet(a)      # a: (..., n, n)
+
+Same names, shapes, dtypes and errors as ``numpy.linalg``:
+- stacked ``(..., n, n)`` input; fewer than 2 dimensions or non-square last two
+  -> ``LinAlgError`` (numpy's messages);
+- dtypes: float32 / complex64 stay single precision, float64 / complex128
+  double; bool and integers compute in float64; float16 and longdouble raise
+  ``TypeError`` ("unsupported in linalg"), as numpy does;
+- ``inv`` and ``solve`` raise ``LinAlgError("Singular matrix")`` if any matrix in
+  the stack has an exactly zero pivot; ``det`` / ``slogdet`` return 0 /
+  (0, -inf) there;
+- ``solve(a, b)`` follows numpy 2: ``b`` is a vector only when ``b.ndim == 1``,
+  otherwise a stack of ``(n, k)`` matrices; batch dimensions broadcast;
+- any strides, byte order or alignment are accepted (copied into a native
+  C-contiguous array first), never misread.
+
+``slogdet_inv(a)`` -> ``(sign, logabsdet, inverse)`` from one factorization; a
+singular matrix gives sign 0, logabsdet -inf and a NaN-filled inverse (no error).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numpy.linalg import LinAlgError
+
+from tinyla import _native
+
+__all__ = ["slogdet", "det", "inv", "solve", "slogdet_inv", "SlogdetResult", "SlogdetInvResult", "LinAlgError"]
+
+
+class SlogdetResult(NamedTuple):
+    sign: np.ndarray
+    logabsdet: np.ndarray
+
+
+class SlogdetInvResult(NamedTuple):
+    sign: np.ndarray
+    logabsdet: np.ndarray
+    inverse: np.ndarray
+
+
+def _common_type(*arrays: np.ndarray) -> np.dtype:
+    """numpy.linalg's _commonType: the computation (and result) dtype."""
+    double = complex_ = False
+    for a in arrays:
+        t = a.dtype.type  # byte order aside
+        if a.dtype.kind in "fc":
+            complex_ |= a.dtype.kind == "c"
+            if t in (np.float64, np.complex128):
+                double = True
+            elif t not in (np.float32, np.complex64):
+                raise TypeError(f"array type {a.dtype.name} is unsupported in linalg")
+        else:
+            double = True
+    if complex_:
+        return np.dtype(np.complex128 if double else np.complex64)
+    return np.dtype(np.float64 if double else np.float32)
+
+
+def _real(t: np.dtype) -> np.dtype:
+    return np.dtype(np.float64 if t in (np.float64, np.complex128) else np.float32)
+
+
+def _square_stack(a) -> np.ndarray:
+    a = np.asarray(a)
+    if a.ndim < 2:
+        raise LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+    if a.shape[-1] != a.shape[-2]:
+        raise LinAlgError("Last 2 dimensions of the array must be square")
+    return a
+
+
+def _native_layout(a: np.ndarray, t: np.dtype) -> np.ndarray:
+    """C-contiguous, aligned, native byte order, dtype t (a copy when needed)."""
+    return np.require(a, dtype=t, requirements=["C", "A"])
+
+
+def _batch(shape: tuple) -> int:
+    return math.prod(shape)
+
+
+def _check_singular(info: np.ndarray) -> None:
+    if info.any():
+        raise LinAlgError("Singular matrix")
+
+
+def slogdet(a) -> SlogdetResult:
+    """Sign (complex: phase) and natural log of |det| of each matrix of a (..., n, n)."""
+    a = _square_stack(a)
+    t = _common_type(a)
+    a = _native_layout(a, t)
+    sign, logabsdet = np.empty(a.shape[:-2], t), np.empty(a.shape[:-2], _real(t))
+    _native.call("slogdet", t, _batch(a.shape[:-2]), a.shape[-1], a, sign, logabsdet)
+    return SlogdetResult(sign[()], logabsdet[()])
+
+
+def det(a) -> np.ndarray:
+    """Determinant of each matrix of a (..., n, n)."""
+    a = _square_stack(a)
+    t = _common_type(a)
+    a = _native_layout(a, t)
+    d = np.empty(a.shape[:-2], t)
+    _native.call("det", t, _batch(a.shape[:-2]), a.shape[-1], a, d)
+    return d[()]
+
+
+def inv(a) -> np.ndarray:
+    """Inverse of each matrix of a (..., n, n); LinAlgError if any is singular."""
+    a = _square_stack(a)
+    t = _common_type(a)
+    a = _native_layout(a, t)
+    batch = _batch(a.shape[:-2])
+    x, info = np.empty(a.shape, t), np.zeros(batch, np.int32)
+    _native.call("inv", t, batch, a.shape[-1], a, x, info)
+    _check_singular(info)
+    return x
+
+
+def solve(a, b) -> np.ndarray:
+    """x with a @ x = b. a: (..., n, n); b: (n,) or (..., n, k), batch dimensions
+    broadcast (numpy 2 rules). LinAlgError if any matrix is singular."""
+    a = _square_stack(a)
+    b = np.asarray(b)
+    t = _common_type(a, b)
+    n = a.shape[-1]
+    vector = b.ndim == 1
+    bm = b[:, None] if vector else b
+    if bm.ndim < 2 or bm.shape[-2] != n:
+        expected = "(n,) or (..., n, k)"
+        raise ValueError(f"solve: a has shape {a.shape}, so b must have shape {expected} with n = {n}; "
+                         f"got b of shape {b.shape}")
+    try:
+        batch_shape = np.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
+    except ValueError:
+        raise ValueError(f"solve: batch dimensions of a {a.shape} and b {b.shape} do not broadcast") from None
+    k = bm.shape[-1]
+    a = _native_layout(np.broadcast_to(a, batch_shape + (n, n)), t)
+    bm = _native_layout(np.broadcast_to(bm, batch_shape + (n, k)), t)
+    batch = _batch(batch_shape)
+    x, info = np.empty(batch_shape + (n, k), t), np.zeros(batch, np.int32)
+    _native.call("solve", t, batch, n, k, a, bm, x, info)
+    _check_singular(info)
+    return x[..., 0] if vector else x
+
+
+def slogdet_inv(a) -> SlogdetInvResult:
+    """slogdet(a) and inv(a) from one factorization. Singular matrices give
+    sign 0, logabsdet -inf and a NaN-filled inverse; no error is raised."""
+    a = _square_stack(a)
+    t = _common_type(a)
+    a = _native_layout(a, t)
+    sign, logabsdet = np.empty(a.shape[:-2], t), np.empty(a.shape[:-2], _real(t))
+    x = np.empty(a.shape, t)
+    _native.call("slogdet_inv", t, _batch(a.shape[:-2]), a.shape[-1], a, sign, logabsdet, x)
+    return SlogdetInvResult(sign[()], logabsdet[()], x)

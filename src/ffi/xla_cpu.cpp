@@ -1,0 +1,140 @@
+// XLA FFI handlers for the CPU platform: thin adapters from XLA buffers onto the
+// C API. Every leading dimension is batch; the last two are the matrix (row-major,
+// XLA's default layout), so a (walkers, dets, n, n) array is one call.
+// tinyla.jax checks shapes and dtypes at trace time; the checks here only turn a
+// misuse of the raw targets into an error instead of a wrong read.
+#include <complex>
+#include <cstdint>
+#include <string>
+
+#include "tinyla/tinyla.hpp"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+struct square_batch {
+  std::int64_t batch = 1, n = 0;
+};
+
+std::string shape_string(ffi::AnyBuffer::Dimensions d) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + (d.size() == 1 ? ",)" : ")");
+}
+
+ffi::Error matrices_of(const ffi::AnyBuffer& a, const char* op, square_batch& s) {
+  auto d = a.dimensions();
+  if (d.size() < 2 || d[d.size() - 1] != d[d.size() - 2])
+    return ffi::Error::InvalidArgument(std::string("tinyla_") + op + ": expected shape (..., n, n), got " +
+                                       shape_string(d));
+  s.n = d[d.size() - 1];
+  for (std::size_t i = 0; i + 2 < d.size(); ++i) s.batch *= d[i];
+  return ffi::Error::Success();
+}
+
+ffi::Error checked(tinyla_status s, const char* op) {
+  if (s == TINYLA_OK) return ffi::Error::Success();
+  return ffi::Error::Internal(std::string("tinyla_") + op + ": " + tinyla_status_string(s));
+}
+
+// Calls f(T{}) with T the element type of `t`.
+template <class F> ffi::Error by_element_type(ffi::DataType t, const char* op, F&& f) {
+  switch (t) {
+    case ffi::DataType::F32: return f(float{});
+    case ffi::DataType::F64: return f(double{});
+    case ffi::DataType::C64: return f(std::complex<float>{});
+    case ffi::DataType::C128: return f(std::complex<double>{});
+    default:
+      return ffi::Error::InvalidArgument(std::string("tinyla_") + op +
+                                         ": element type must be float32, float64, complex64 or complex128");
+  }
+}
+
+template <class T> T* data(ffi::AnyBuffer& b) { return static_cast<T*>(b.untyped_data()); }
+template <class T> const T* data(const ffi::AnyBuffer& b) { return static_cast<const T*>(b.untyped_data()); }
+
+ffi::Error slogdet_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> sign, ffi::Result<ffi::AnyBuffer> logabsdet) {
+  square_batch m;
+  if (auto e = matrices_of(a, "slogdet", m); e.failure()) return e;
+  return by_element_type(a.element_type(), "slogdet", [&](auto t) {
+    using T = decltype(t);
+    return checked(tinyla::detail::c_slogdet<T>(m.batch, m.n, data<T>(a), data<T>(*sign),
+                                                data<tinyla::real_t<T>>(*logabsdet)),
+                   "slogdet");
+  });
+}
+
+ffi::Error det_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> det) {
+  square_batch m;
+  if (auto e = matrices_of(a, "det", m); e.failure()) return e;
+  return by_element_type(a.element_type(), "det", [&](auto t) {
+    using T = decltype(t);
+    return checked(tinyla::detail::c_det<T>(m.batch, m.n, data<T>(a), data<T>(*det)), "det");
+  });
+}
+
+ffi::Error inv_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> inverse) {
+  square_batch m;
+  if (auto e = matrices_of(a, "inv", m); e.failure()) return e;
+  return by_element_type(a.element_type(), "inv", [&](auto t) {
+    using T = decltype(t);
+    return checked(tinyla::detail::c_inv<T>(m.batch, m.n, data<T>(a), data<T>(*inverse), nullptr), "inv");
+  });
+}
+
+// b and x: (..., n, nrhs) with the same leading dimensions as a.
+ffi::Error solve_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> x) {
+  square_batch m;
+  if (auto e = matrices_of(a, "solve", m); e.failure()) return e;
+  auto da = a.dimensions(), db = b.dimensions();
+  bool same_lead = db.size() == da.size() && b.element_type() == a.element_type();
+  for (std::size_t i = 0; same_lead && i + 1 < da.size(); ++i) same_lead = da[i] == db[i];
+  if (!same_lead)
+    return ffi::Error::InvalidArgument("tinyla_solve: b must have shape (..., n, nrhs) with a's leading "
+                                       "dimensions and element type; got a " +
+                                       shape_string(da) + ", b " + shape_string(db));
+  const std::int64_t nrhs = db[db.size() - 1];
+  return by_element_type(a.element_type(), "solve", [&](auto t) {
+    using T = decltype(t);
+    return checked(tinyla::detail::c_solve<T>(m.batch, m.n, nrhs, data<T>(a), data<T>(b), data<T>(*x), nullptr),
+                   "solve");
+  });
+}
+
+ffi::Error slogdet_inv_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> sign, ffi::Result<ffi::AnyBuffer> logabsdet,
+                            ffi::Result<ffi::AnyBuffer> inverse) {
+  square_batch m;
+  if (auto e = matrices_of(a, "slogdet_inv", m); e.failure()) return e;
+  return by_element_type(a.element_type(), "slogdet_inv", [&](auto t) {
+    using T = decltype(t);
+    return checked(tinyla::detail::c_slogdet_inv<T>(m.batch, m.n, data<T>(a), data<T>(*sign),
+                                                    data<tinyla::real_t<T>>(*logabsdet), data<T>(*inverse)),
+                   "slogdet_inv");
+  });
+}
+
+}  // namespace
+
+// The library is built with hidden visibility; the handler symbols are its interface.
+#pragma GCC visibility push(default)
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_slogdet, slogdet_impl,
+                                            ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_det, det_impl,
+                                            ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_inv, inv_impl,
+                                            ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_solve, solve_impl,
+                                            ffi::Ffi::Bind()
+                                                .Arg<ffi::AnyBuffer>()
+                                                .Arg<ffi::AnyBuffer>()
+                                                .Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_slogdet_inv, slogdet_inv_impl,
+                                            ffi::Ffi::Bind()
+                                                .Arg<ffi::AnyBuffer>()
+                                                .Ret<ffi::AnyBuffer>()
+                                                .Ret<ffi::AnyBuffer>()
+                                                .Ret<ffi::AnyBuffer>());
+#pragma GCC visibility pop

@@ -1,0 +1,9 @@
+# Four CPU devices for the sharding tests and float64 for everything: both must be set
+# before jax initialises its backends, so here, ahead of any test module's imports.
+import os
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)

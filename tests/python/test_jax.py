@@ -1,0 +1,225 @@
+"""tinyla.jax against jax.numpy.linalg and finite differences: values, contract, derivatives
+of several orders, transformations, sharding."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+from jax.test_util import check_grads
+
+import tinyla.jax as tlj
+from helpers import DTYPES, assert_close, eps, random_matrices
+
+SIZES = [0, 1, 2, 3, 4, 8, 17, 33]
+
+
+def wide(a):
+    return np.asarray(a).astype(np.complex128 if np.iscomplexobj(a) else np.float64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+def test_forward_matches_jnp(dtype, n):
+    a = random_matrices((2, 3, n, n), dtype, seed=n)
+    b = random_matrices((2, 3, n, 2), dtype, seed=n + 1)
+    tol = 8 * (n + 1)
+    for jit in (False, True):
+        wrap = jax.jit if jit else (lambda f: f)
+        s, l = wrap(tlj.slogdet)(a)
+        rs, rl = jnp.linalg.slogdet(wide(a))
+        assert s.dtype == dtype and l.dtype == np.finfo(dtype).dtype
+        assert_close(s, rs, dtype, tol)
+        assert_close(l, rl, dtype, tol, scale=np.abs(rl) + 1)
+        rd = jnp.linalg.det(wide(a))
+        assert_close(wrap(tlj.det)(a), rd, dtype, tol, scale=np.abs(rd))
+        assert_close(wrap(tlj.inv)(a), jnp.linalg.inv(wide(a)), dtype, tol, scale=1.0)
+        assert_close(wrap(tlj.solve)(a, b), jnp.linalg.solve(wide(a), wide(b)), dtype, tol, scale=np.abs(b).max(initial=1))
+        fs, fl, fx = wrap(tlj.slogdet_inv)(a)
+        np.testing.assert_array_equal(fs, s)
+        np.testing.assert_array_equal(fl, l)
+        np.testing.assert_array_equal(fx, wrap(tlj.inv)(a))
+
+
+@pytest.mark.parametrize("dtype", [jnp.bool_, jnp.int8, jnp.int32, jnp.int64, jnp.float32, jnp.float64,
+                                   jnp.complex64, jnp.complex128])
+def test_shapes_and_dtypes_are_jnps(dtype):
+    a = jax.ShapeDtypeStruct((5, 3, 3), dtype)
+    vec, mat = jax.ShapeDtypeStruct((3,), dtype), jax.ShapeDtypeStruct((2, 1, 3, 4), dtype)
+    for op in ("slogdet", "det", "inv"):
+        assert jax.eval_shape(getattr(tlj, op), a) == jax.eval_shape(getattr(jnp.linalg, op), a), op
+    for b in (vec, mat):
+        assert jax.eval_shape(tlj.solve, a, b) == jax.eval_shape(jnp.linalg.solve, a, b)
+
+
+def test_errors_name_the_op_and_the_shape():
+    with pytest.raises(ValueError, match=r"tinyla.jax.slogdet: .*\(\.\.\., n, n\), got \(3, 4\)"):
+        tlj.slogdet(jnp.zeros((3, 4)))
+    with pytest.raises(ValueError, match=r"tinyla.jax.inv: .*got \(3,\)"):
+        jax.jit(tlj.inv)(jnp.zeros(3))
+    with pytest.raises(ValueError, match=r"tinyla.jax.solve: .*got \(4,\)"):
+        tlj.solve(jnp.eye(3), jnp.ones(4))
+    with pytest.raises(ValueError, match="tinyla.jax.solve: .*do not broadcast"):
+        tlj.solve(jnp.ones((2, 3, 3)), jnp.ones((5, 3, 1)))
+    with pytest.raises(NotImplementedError, match="tinyla.jax.det: unsupported dtype float16"):
+        tlj.det(jnp.eye(2, dtype=jnp.float16))
+    with pytest.raises(TypeError, match="bfloat16"):
+        tlj.slogdet_inv(jnp.eye(2, dtype=jnp.bfloat16))
+    with pytest.raises(ValueError, match="method"):
+        tlj.slogdet(jnp.eye(2), method="qr")
+
+
+def test_singular_and_nan_matrices():
+    a = jnp.array([[[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], np.eye(3)])
+    s, l = tlj.slogdet(a)
+    rs, rl = jnp.linalg.slogdet(a)
+    np.testing.assert_array_equal(s, rs)
+    np.testing.assert_array_equal(l, rl)  # (0, -inf) as jnp
+    np.testing.assert_array_equal(tlj.det(a), [0.0, 1.0])
+    assert np.isnan(tlj.inv(a)[0]).all() and np.isnan(tlj.solve(a, jnp.ones((2, 3, 1)))[0]).all()
+    nan = a.at[1, 0, 0].set(jnp.nan)
+    assert np.isnan(tlj.slogdet(nan)[1][1])
+
+
+def test_empty_batch_and_n_zero_under_jit_and_grad():
+    e = jnp.zeros((0, 4, 4))
+    assert jax.jit(tlj.slogdet)(e)[0].shape == (0,)
+    assert jax.grad(lambda x: tlj.slogdet(x)[1].sum())(e).shape == (0, 4, 4)
+    z = jnp.zeros((3, 0, 0))
+    s, l = jax.jit(tlj.slogdet)(z)
+    np.testing.assert_array_equal(s, np.ones(3))
+    np.testing.assert_array_equal(l, np.zeros(3))
+    np.testing.assert_array_equal(jax.jit(tlj.det)(z), np.ones(3))
+    assert jax.jit(tlj.inv)(z).shape == (3, 0, 0)
+
+
+# ---- derivatives ----------------------------------------------------------------------------
+
+FUNCTIONS = {  # name -> (tinyla version, jnp version) of a function of one matrix stack
+    "logabsdet": (lambda a: tlj.slogdet(a)[1], lambda a: jnp.linalg.slogdet(a)[1]),
+    "sign": (lambda a: tlj.slogdet(a)[0], lambda a: jnp.linalg.slogdet(a)[0]),
+    "det": (tlj.det, jnp.linalg.det),
+    "inv": (tlj.inv, jnp.linalg.inv),
+    "solve": (lambda a: tlj.solve(a, a[..., :1] + 1), lambda a: jnp.linalg.solve(a, a[..., :1] + 1)),
+    "fused_logabsdet": (lambda a: tlj.slogdet_inv(a)[1], lambda a: jnp.linalg.slogdet(a)[1]),
+    "fused_inverse": (lambda a: tlj.slogdet_inv(a)[2], jnp.linalg.inv),
+}
+
+
+def cases(dtypes, sizes):
+    """(name, n, dtype) for every function, leaving out a real sign (piecewise constant)."""
+    return [(name, n, dt) for name in FUNCTIONS for n in sizes for dt in dtypes
+            if name != "sign" or np.issubdtype(dt, np.complexfloating)]
+
+
+@pytest.mark.parametrize("name,n,dtype", cases([np.float64, np.complex128], [1, 2, 3, 5]))
+def test_derivatives_match_finite_differences(name, n, dtype):
+    """Forward and reverse mode, first and second order, against central differences."""
+    ours, _ = FUNCTIONS[name]
+    a = jnp.asarray(random_matrices((2, n, n), dtype, seed=n))
+    check_grads(ours, (a,), order=2, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6, eps=1e-5)
+
+
+@pytest.mark.parametrize("name,n,dtype", cases([np.float32, np.float64, np.complex128], [1, 2, 3, 8]))
+def test_derivatives_match_jnp(name, n, dtype):
+    """grad, jvp, vjp, jacfwd, jacrev, hessian against jnp.linalg's own rules."""
+    ours, theirs = FUNCTIONS[name]
+    a = jnp.asarray(random_matrices((3, n, n), dtype, seed=10 + n))
+    da = jnp.asarray(random_matrices((3, n, n), dtype, seed=20 + n))
+    tol = dict(rtol=2e3 * eps(dtype), atol=2e3 * eps(dtype))
+    real_sum = lambda f: (lambda x: jnp.sum(jnp.real(f(x))))  # noqa: E731
+    np.testing.assert_allclose(jax.grad(real_sum(ours))(a), jax.grad(real_sum(theirs))(a), **tol)
+    np.testing.assert_allclose(jax.jvp(ours, (a,), (da,))[1], jax.jvp(theirs, (a,), (da,))[1], **tol)
+    y, pullback = jax.vjp(ours, a)
+    y_ref, pullback_ref = jax.vjp(theirs, a)
+    np.testing.assert_allclose(pullback(jnp.ones_like(y))[0], pullback_ref(jnp.ones_like(y_ref))[0], **tol)
+    one = a[0]
+    if not np.issubdtype(dtype, np.complexfloating):  # jacfwd / jacrev / hessian want real inputs
+        np.testing.assert_allclose(jax.jacfwd(ours)(one), jax.jacfwd(theirs)(one), **tol)
+        np.testing.assert_allclose(jax.jacrev(ours)(one), jax.jacrev(theirs)(one), **tol)
+        if np.ndim(ours(one)) == 0:
+            np.testing.assert_allclose(jax.hessian(ours)(one), jax.hessian(theirs)(one), **tol)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6])
+def test_laplacian_of_log_psi(n):
+    """What QMC codes differentiate: log|det A(r)| with A_ij = phi_j(r_i); the Laplacian is
+    the trace of the Hessian, taken forward-over-reverse (grad inside jvp), and jit'ed."""
+    rng = np.random.default_rng(n)
+    w = jnp.asarray(rng.standard_normal((n, n, 3)))
+
+    def orbitals(r):  # r: (n electrons, 3) -> (n, n)
+        return jnp.tanh(jnp.einsum("ik,jk->ij", r, w.sum(0)) + w[:, :, 0]) + jnp.eye(n)
+
+    def laplacian(logdet, r):
+        g = jax.grad(lambda r: logdet(orbitals(r)))
+        basis = jnp.eye(r.size).reshape(r.size, *r.shape)
+        return sum(jax.jvp(g, (r,), (e,))[1].ravel() @ e.ravel() for e in basis)
+
+    r = jnp.asarray(rng.standard_normal((n, 3)))
+    ours = jax.jit(lambda r: laplacian(lambda a: tlj.slogdet(a)[1], r))(r)
+    theirs = jax.jit(lambda r: laplacian(lambda a: jnp.linalg.slogdet(a)[1], r))(r)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-10)
+
+
+def test_gradient_uses_one_factorization():
+    """grad(logabsdet) compiles to a single fused slogdet_inv call for n >= 3."""
+    hlo = jax.jit(jax.grad(lambda x: tlj.slogdet(x)[1].sum())).lower(jnp.ones((4, 3, 3))).compile().as_text()
+    assert hlo.count('custom_call_target="tinyla_slogdet_inv"') == 1
+    assert "tinyla_slogdet\"" not in hlo and "getrf" not in hlo
+
+
+# ---- transformations ---------------------------------------------------------------------------
+
+def test_nested_vmap_is_one_call_over_all_batch_dims():
+    a = jnp.asarray(random_matrices((4, 3, 5, 5), np.float64))
+    b = jnp.asarray(random_matrices((4, 5, 2), np.float64, seed=2))
+    got = jax.vmap(jax.vmap(tlj.slogdet))(a)
+    want = tlj.slogdet(a)
+    np.testing.assert_array_equal(got[1], want[1])
+    x = jax.vmap(jax.vmap(tlj.solve, in_axes=(0, None)), in_axes=(0, 0))(a, b)
+    np.testing.assert_allclose(x, jnp.linalg.solve(a, b[:, None]), rtol=1e-12)
+    x = jax.vmap(tlj.inv, in_axes=2, out_axes=1)(jnp.moveaxis(a, 1, 2))  # a mapped axis in the middle
+    np.testing.assert_allclose(jnp.moveaxis(x, 1, 0), jnp.moveaxis(tlj.inv(a), 1, 0), rtol=1e-12)
+    hlo = jax.jit(jax.vmap(jax.vmap(tlj.slogdet))).lower(a).compile().as_text()
+    assert hlo.count("custom-call(") == 1
+
+
+def _mesh(axis_type):
+    return jax.make_mesh((4,), ("b",), axis_types=(axis_type,))
+
+
+@pytest.mark.parametrize("axis_type", [AxisType.Explicit, AxisType.Auto])
+@pytest.mark.parametrize("name", ["slogdet", "grad", "inv", "solve", "det"])
+def test_batch_sharded_input_runs_per_shard(axis_type, name):
+    """A batch-sharded input stays sharded: each device's custom call sees its shard, no
+    all-gather appears, and the results equal the unsharded ones."""
+    assert jax.device_count() == 4
+    fn = {"slogdet": lambda x: tlj.slogdet(x)[1], "grad": jax.grad(lambda x: tlj.slogdet(x)[1].sum()),
+          "inv": tlj.inv, "solve": lambda x: tlj.solve(x, x[..., :2]), "det": tlj.det}[name]
+    a = random_matrices((8, 6, 3, 3), np.float64)
+    mesh = _mesh(axis_type)
+    x = jax.device_put(a, NamedSharding(mesh, P("b")))
+    compiled = jax.jit(fn).lower(x).compile().as_text()
+    assert "all-gather" not in compiled and "all-to-all" not in compiled
+    assert "custom-call(" in compiled and "f64[2,6,3,3]" in compiled  # the per-device shard
+    out = jax.jit(fn)(x)
+    assert out.sharding.spec[0] == "b"
+    np.testing.assert_array_equal(out, jax.jit(fn)(a))
+
+
+def test_shard_map():
+    mesh = _mesh(AxisType.Auto)
+    a = random_matrices((8, 2, 4, 4), np.float64)
+    f = jax.jit(jax.shard_map(lambda x: tlj.slogdet(x)[1], mesh=mesh, in_specs=P("b"), out_specs=P("b")))
+    np.testing.assert_array_equal(f(a), tlj.slogdet(a)[1])
+    g = jax.jit(jax.shard_map(lambda x, y: tlj.solve(x, y), mesh=mesh, in_specs=(P("b"), P()), out_specs=P("b")))
+    y = random_matrices((2, 4, 1), np.float64, seed=1)  # the same right-hand sides on every device
+    np.testing.assert_allclose(g(a, y), tlj.solve(a, y), rtol=1e-13)
+
+
+def test_sharding_along_matrix_dims_is_refused():
+    mesh = _mesh(AxisType.Explicit)
+    x = jax.device_put(random_matrices((2, 4, 4), np.float64), NamedSharding(mesh, P(None, "b")))
+    with pytest.raises(ValueError, match="tinyla.jax.slogdet: operand 0 is sharded along its matrix dimensions"):
+        jax.jit(tlj.slogdet)(x)

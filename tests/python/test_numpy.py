@@ -1,0 +1,180 @@
+"""tinyla.numpy against numpy.linalg (LAPACK): values, dtypes, shapes, errors, layouts."""
+import numpy as np
+import pytest
+
+import tinyla
+import tinyla.numpy as tla
+from helpers import DTYPES, assert_close, eps, random_matrices
+
+SIZES = [0, 1, 2, 3, 4, 5, 8, 16, 32, 33, 40]  # 33, 40: the LAPACK fallback
+
+
+def reference(op, a, b=None):
+    """numpy.linalg in double precision on the same (rounded) inputs."""
+    wide = np.complex128 if np.iscomplexobj(a) else np.float64
+    a = a.astype(wide)
+    if op == "solve":
+        return np.linalg.solve(a, b.astype(wide))
+    return getattr(np.linalg, op)(a)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+def test_ops_match_numpy(dtype, n):
+    a = random_matrices((3, 2, n, n), dtype, seed=n)
+    tol = 8 * (n + 1)  # well-conditioned inputs: errors of a few n * eps
+    s, l = tla.slogdet(a)
+    rs, rl = reference("slogdet", a)
+    assert s.dtype == dtype and l.dtype == np.finfo(dtype).dtype and s.shape == (3, 2)
+    assert_close(s, rs, dtype, tol)
+    assert_close(l, rl, dtype, tol, scale=np.abs(rl) + 1)
+    d = tla.det(a)
+    assert d.dtype == dtype
+    assert_close(d, reference("det", a), dtype, tol, scale=np.abs(reference("det", a)))
+    x = tla.inv(a)
+    assert x.dtype == dtype and x.shape == a.shape
+    assert_close(x, reference("inv", a), dtype, tol, scale=1.0)
+    b = random_matrices((3, 2, n, 3), dtype, seed=n + 100)
+    y = tla.solve(a, b)
+    assert y.dtype == dtype and y.shape == b.shape
+    assert_close(y, reference("solve", a, b), dtype, tol, scale=np.abs(b).max(initial=1))
+    fs, fl, fx = tla.slogdet_inv(a)
+    np.testing.assert_array_equal(fs, s)
+    np.testing.assert_array_equal(fl, l)
+    np.testing.assert_array_equal(fx, x)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.int32, np.int64, np.uint16, np.float32, np.float64,
+                                   np.complex64, np.complex128])
+def test_result_dtypes_follow_numpy(dtype):
+    a = (np.eye(3) * 2 + np.triu(np.ones((3, 3)))).astype(dtype)
+    for op in ("slogdet", "det", "inv"):
+        ours, theirs = getattr(tla, op)(a), getattr(np.linalg, op)(a)
+        for o, t in zip(ours if op == "slogdet" else [ours], theirs if op == "slogdet" else [theirs]):
+            assert np.asarray(o).dtype == np.asarray(t).dtype, op
+            np.testing.assert_allclose(o, t, rtol=16 * eps(np.asarray(t).dtype))
+    x = tla.solve(a, np.arange(3).astype(dtype))
+    assert x.dtype == np.linalg.solve(a, np.arange(3).astype(dtype)).dtype
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.longdouble])
+def test_unsupported_dtypes_raise_like_numpy(dtype):
+    a = np.eye(2, dtype=dtype)
+    for op in ("slogdet", "det", "inv", "slogdet_inv"):
+        with pytest.raises(TypeError, match="unsupported in linalg"):
+            getattr(tla, op)(a)
+    with pytest.raises(TypeError):
+        np.linalg.det(a)
+
+
+def test_two_dimensional_input_gives_scalars():
+    a = np.array([[2.0, 1.0], [1.0, 3.0]])
+    s, l = tla.slogdet(a)
+    assert isinstance(s, np.float64) and isinstance(l, np.float64)
+    assert isinstance(tla.det(a), np.float64)
+    assert tla.det(a) == pytest.approx(5.0, rel=4 * eps(np.float64))
+
+
+@pytest.mark.parametrize("op", ["slogdet", "det", "inv", "slogdet_inv"])
+def test_shape_errors_match_numpy(op):
+    with pytest.raises(np.linalg.LinAlgError, match="1-dimensional array given"):
+        getattr(tla, op)(np.ones(3))
+    with pytest.raises(np.linalg.LinAlgError, match="must be square"):
+        getattr(tla, op)(np.ones((2, 3, 4)))
+
+
+def test_singular_matrices():
+    a = np.array([[[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], np.eye(3)])
+    s, l = tla.slogdet(a)
+    assert s.tolist() == [0.0, 1.0] and l[0] == -np.inf and l[1] == 0.0
+    assert tla.det(a).tolist() == [0.0, 1.0]
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        tla.inv(a)
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        tla.solve(a, np.ones(3))
+    fs, fl, fx = tla.slogdet_inv(a)
+    assert fs[0] == 0 and fl[0] == -np.inf and np.isnan(fx[0]).all()
+    np.testing.assert_array_equal(fx[1], np.eye(3))
+
+
+def test_nan_entries_give_nan_for_that_matrix_only():
+    a = random_matrices((3, 4, 4), np.float64)
+    a[1, 2, 3] = np.nan
+    s, l = tla.slogdet(a)
+    assert np.isnan(s[1]) and np.isnan(l[1]) and np.isfinite(l[[0, 2]]).all()
+    assert np.isnan(tla.det(a)[1])
+    assert np.isnan(tla.inv(a)[1]).any() and np.isfinite(tla.inv(a)[[0, 2]]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("exponent", [300, -300])
+def test_extreme_scales_do_not_overflow(dtype, exponent):
+    """log|det(s A)| = log|det A| + n log s exactly in real arithmetic; 1e+-300 at n = 32
+    overflows or underflows any product of entries, never logabsdet."""
+    n = 32
+    a = random_matrices((4, n, n), dtype, seed=7)
+    s0, l0 = np.linalg.slogdet(a)
+    s, l = tla.slogdet(a * 10.0**exponent)
+    np.testing.assert_array_equal(s.real.round(12), s0.real.round(12))
+    np.testing.assert_allclose(l, l0 + n * exponent * np.log(10.0), rtol=64 * n * eps(np.float64))
+
+
+def test_layouts_are_read_not_misread():
+    """Strided, transposed, Fortran-ordered, big-endian and misaligned inputs give exactly
+    the result of their C-contiguous native copy."""
+    base = random_matrices((6, 5, 5), np.float64, seed=3)
+    raw = np.zeros(base.size * 8 + 1, np.uint8)
+    misaligned = np.frombuffer(raw[1:].data, dtype=np.float64).reshape(base.shape)
+    misaligned[...] = base
+    views = [base.transpose(0, 2, 1), base[::2], base[:, ::-1], np.asfortranarray(base),
+             base.astype(">f8"), misaligned, np.broadcast_to(base[0], (3, 5, 5))]
+    for v in views:
+        c = np.ascontiguousarray(v, dtype=np.float64)
+        for op in ("slogdet", "det", "inv"):
+            for got, want in zip(np.atleast_1d(*[getattr(tla, op)(v)]), np.atleast_1d(*[getattr(tla, op)(c)])):
+                np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(tla.solve(v, v), tla.solve(c, c))
+
+
+def test_solve_follows_numpy2_broadcasting():
+    a = random_matrices((4, 3, 3), np.float64)
+    for b in [np.ones(3), np.ones((3, 2)), np.ones((4, 3, 2)), np.ones((2, 1, 3, 5))]:
+        want = np.linalg.solve(a, b)
+        got = tla.solve(a, b)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(tla.solve(a[0], np.ones((5, 3, 1))), np.linalg.solve(a[0], np.ones((5, 3, 1))),
+                               rtol=1e-13)
+    with pytest.raises(ValueError, match="b must have shape"):
+        tla.solve(a, np.ones((4, 3)))  # numpy 2: a stack of (4, 3) matrices, not vectors
+    with pytest.raises(ValueError, match="do not broadcast"):
+        tla.solve(a, np.ones((5, 3, 1)))
+
+
+def test_empty_batches_and_n_zero():
+    e = np.zeros((0, 3, 3))
+    assert tla.slogdet(e).sign.shape == (0,) and tla.det(e).shape == (0,) and tla.inv(e).shape == (0, 3, 3)
+    assert tla.solve(e, np.zeros((0, 3, 2))).shape == (0, 3, 2)
+    z = np.zeros((2, 0, 0))
+    s, l = tla.slogdet(z)
+    assert s.tolist() == [1.0, 1.0] and l.tolist() == [0.0, 0.0]  # numpy's convention
+    assert tla.det(z).tolist() == [1.0, 1.0]
+    assert tla.inv(z).shape == (2, 0, 0)
+
+
+def test_thread_count_does_not_change_bits():
+    a = random_matrices((5000, 6, 6), np.float64, seed=11)
+    before = tinyla.get_num_threads()
+    try:
+        tinyla.set_num_threads(1)
+        one = tla.slogdet_inv(a)
+        tinyla.set_num_threads(3)
+        assert tinyla.get_num_threads() == 3
+        three = tla.slogdet_inv(a)
+    finally:
+        tinyla.set_num_threads(before)
+    for x, y in zip(one, three):
+        np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError):
+        tinyla.set_num_threads(-1)
+    assert tinyla.cpu_backend() in ("avx512", "avx2", "vec128", "scalar")
