@@ -101,6 +101,11 @@ const char* tinyla_cpu_backend(void) { return tinyla::cpu::current_backend().nam
   tinyla_status tinyla_slogdet_inv_##sfx(int64_t batch, int64_t n, const T* a, T* sign, R* logabsdet,    \
                                          T* inv) {                                                        \
     return submit(DT, {op::slogdet_inv, batch, n, 0, a, nullptr, inv, sign, logabsdet, nullptr, nullptr}); \
+  }                                                                                                       \
+  tinyla_status tinyla_slogdet_inv_transposed_##sfx(int64_t batch, int64_t n, const T* a, T* sign,        \
+                                                    R* logabsdet, T* inv_t) {                             \
+    return submit(DT, {op::slogdet_inv, batch, n, 0, a, nullptr, inv_t, sign, logabsdet, nullptr, nullptr, \
+                       true});                                                                            \
   }
 
 TINYLA_DEFINE(f32, dtype::f32, float, float)

@@ -108,7 +108,7 @@ def _result_types(op: str, avals) -> list[tuple[tuple, np.dtype]]:
         return [(a.shape, a.dtype)]
     if op == "solve":
         return [(avals[1].shape, a.dtype)]
-    return [(batch, a.dtype), (batch, real), (a.shape, a.dtype)]  # slogdet_inv
+    return [(batch, a.dtype), (batch, real), (a.shape, a.dtype)]  # slogdet_inv, slogdet_inv_transposed
 
 
 def _abstract_eval(*avals, op):
@@ -183,7 +183,8 @@ def _make_primitive(op: str) -> Primitive:
     return prim
 
 
-_PRIMITIVES = {op: _make_primitive(op) for op in ("slogdet", "det", "inv", "solve", "slogdet_inv")}
+_PRIMITIVES = {op: _make_primitive(op)
+               for op in ("slogdet", "det", "inv", "solve", "slogdet_inv", "slogdet_inv_transposed")}
 
 
 def _call(op: str, *args) -> list[jax.Array]:
@@ -201,11 +202,16 @@ def _matmul(x, y):
 
 def _trace_of_product(x, y):
     """tr(x @ y) per matrix, as an elementwise product and a sum (fuses in XLA)."""
-    return jnp.sum(jnp.swapaxes(x, -1, -2) * y, axis=(-2, -1))
+    return _sum_of_product(jnp.swapaxes(x, -1, -2), y)
 
 
-def _slogdet_tangents(sign, inverse, da):
-    t = _trace_of_product(inverse, da)
+def _sum_of_product(x_t, y):
+    """tr(x @ y) given x_t = x^T: no transposition at all."""
+    return jnp.sum(x_t * y, axis=(-2, -1))
+
+
+def _slogdet_tangents(sign, t):
+    """Tangents of (sign, logabsdet) from t = tr(A^-1 dA)."""
     if jnp.iscomplexobj(sign):
         return sign * (t - jnp.real(t)), jnp.real(t)  # d phase = phase * i Im t
     return jnp.zeros_like(sign), t
@@ -219,13 +225,15 @@ def _slogdet(a):
 @_slogdet.defjvp
 def _slogdet_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
-    if a.shape[-1] <= 2:
-        # Nothing to share at n <= 2 (closed forms): two calls, so that XLA can drop the
-        # primal one when only the gradient is used.
-        (sign, logabsdet), inverse = _slogdet(a), _inv(a)
+    if a.shape[-1] == 1:
+        # A 1x1 inverse is its own transpose and nothing is shared: two calls, so that XLA
+        # drops the primal one (and its logarithm) when only the gradient is used.
+        (sign, logabsdet), inverse_t = _slogdet(a), _inv(a)
     else:
-        sign, logabsdet, inverse = _slogdet_inv(a)  # the fused forward: one factorization
-    return (sign, logabsdet), _slogdet_tangents(sign, inverse, da)
+        # One factorization for the value and the gradient; the kernel writes A^-T, the
+        # gradient of logabsdet itself, so reverse mode needs no transposition pass.
+        sign, logabsdet, inverse_t = _slogdet_inv_transposed(a)
+    return (sign, logabsdet), _slogdet_tangents(sign, _sum_of_product(inverse_t, da))
 
 
 @jax.custom_jvp
@@ -237,8 +245,22 @@ def _slogdet_inv(a):
 def _slogdet_inv_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     sign, logabsdet, inverse = _slogdet_inv(a)
-    dsign, dlogabsdet = _slogdet_tangents(sign, inverse, da)
+    dsign, dlogabsdet = _slogdet_tangents(sign, _trace_of_product(inverse, da))
     return (sign, logabsdet, inverse), (dsign, dlogabsdet, -_matmul(_matmul(inverse, da), inverse))
+
+
+@jax.custom_jvp
+def _slogdet_inv_transposed(a):
+    return tuple(_call("slogdet_inv_transposed", a))
+
+
+@_slogdet_inv_transposed.defjvp
+def _slogdet_inv_transposed_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    sign, logabsdet, inverse_t = _slogdet_inv_transposed(a)
+    dsign, dlogabsdet = _slogdet_tangents(sign, _sum_of_product(inverse_t, da))
+    d_inverse_t = -_matmul(_matmul(inverse_t, jnp.swapaxes(da, -1, -2)), inverse_t)  # (-A^-1 dA A^-1)^T
+    return (sign, logabsdet, inverse_t), (dsign, dlogabsdet, d_inverse_t)
 
 
 @jax.custom_jvp

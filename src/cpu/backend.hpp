@@ -21,6 +21,7 @@ struct job {
   void* logabsdet;     // (batch) real
   void* det;           // (batch) element type
   std::int32_t* info;  // (batch), nullable
+  bool transpose_x = false;  // inv / slogdet_inv: write x[b][j][i] = (A_b^-1)[i][j]
 };
 
 using range_fn = void (*)(const job&, std::int64_t begin, std::int64_t end);

@@ -264,6 +264,9 @@ template <class T, int N, int P> void run_range(const job& jb, int64_t begin, in
       case op::slogdet_inv:
         if constexpr (P > 1) __builtin_unreachable();  // determinants only (pair_registers)
         store_info(jb.info, b, count, invert(sq, a.data(), x.data(), acc));
+        if (jb.transpose_x)  // in the lane group, before the unpack: no extra pass over memory
+          for (int i = 0; i < n; ++i)
+            for (int j = i + 1; j < n; ++j) std::swap(x.data()[i * n + j], x.data()[j * n + i]);
         unpack_group<R, V, P>(x.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
         break;
       case op::solve:

@@ -91,7 +91,8 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
         const int lwork = int(work.size());
         int info2 = 0;
         lapack<T>::getri(&n, lu.data(), &n, ipiv.data(), work.data(), &lwork, &info2);
-        transpose(lu.data(), x, n, n);
+        if (jb.transpose_x) std::copy(lu.begin(), lu.end(), x);  // column-major A^-1 = row-major A^-T
+        else transpose(lu.data(), x, n, n);
       } else {
         fill_nan(x, nn);
       }

@@ -103,15 +103,19 @@ ffi::Error solve_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBu
   });
 }
 
+// Transposed: the inverse is written as (A^-1)^T, what d logabsdet / dA needs.
+template <bool Transposed>
 ffi::Error slogdet_inv_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> sign, ffi::Result<ffi::AnyBuffer> logabsdet,
                             ffi::Result<ffi::AnyBuffer> inverse) {
+  const char* op = Transposed ? "slogdet_inv_transposed" : "slogdet_inv";
   square_batch m;
-  if (auto e = matrices_of(a, "slogdet_inv", m); e.failure()) return e;
-  return by_element_type(a.element_type(), "slogdet_inv", [&](auto t) {
+  if (auto e = matrices_of(a, op, m); e.failure()) return e;
+  return by_element_type(a.element_type(), op, [&](auto t) {
     using T = decltype(t);
-    return checked(tinyla::detail::c_slogdet_inv<T>(m.batch, m.n, data<T>(a), data<T>(*sign),
-                                                    data<tinyla::real_t<T>>(*logabsdet), data<T>(*inverse)),
-                   "slogdet_inv");
+    auto fn = Transposed ? tinyla::detail::c_slogdet_inv_transposed<T> : tinyla::detail::c_slogdet_inv<T>;
+    return checked(fn(m.batch, m.n, data<T>(a), data<T>(*sign), data<tinyla::real_t<T>>(*logabsdet),
+                      data<T>(*inverse)),
+                   op);
   });
 }
 
@@ -120,21 +124,16 @@ ffi::Error slogdet_inv_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> sign, 
 // The library is built with hidden visibility; the handler symbols are its interface.
 #pragma GCC visibility push(default)
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_slogdet, slogdet_impl,
-                                            ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_det, det_impl,
-                                            ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_inv, inv_impl,
-                                            ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
+// Bindings: every operand and result is an AnyBuffer; by_element_type picks the kernels.
+#define TINYLA_BIND_1_TO(results) ffi::Ffi::Bind().Arg<ffi::AnyBuffer>() results
+#define TINYLA_RET .Ret<ffi::AnyBuffer>()
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_slogdet, slogdet_impl, TINYLA_BIND_1_TO(TINYLA_RET TINYLA_RET));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_det, det_impl, TINYLA_BIND_1_TO(TINYLA_RET));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_inv, inv_impl, TINYLA_BIND_1_TO(TINYLA_RET));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_solve, solve_impl,
-                                            ffi::Ffi::Bind()
-                                                .Arg<ffi::AnyBuffer>()
-                                                .Arg<ffi::AnyBuffer>()
-                                                .Ret<ffi::AnyBuffer>());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_slogdet_inv, slogdet_inv_impl,
-                                            ffi::Ffi::Bind()
-                                                .Arg<ffi::AnyBuffer>()
-                                                .Ret<ffi::AnyBuffer>()
-                                                .Ret<ffi::AnyBuffer>()
-                                                .Ret<ffi::AnyBuffer>());
+                              ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>() TINYLA_RET);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_slogdet_inv, slogdet_inv_impl<false>,
+                              TINYLA_BIND_1_TO(TINYLA_RET TINYLA_RET TINYLA_RET));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_slogdet_inv_transposed, slogdet_inv_impl<true>,
+                              TINYLA_BIND_1_TO(TINYLA_RET TINYLA_RET TINYLA_RET));
 #pragma GCC visibility pop

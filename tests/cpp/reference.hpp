@@ -169,6 +169,9 @@ template <class T> lapack_result<T> lapack_lu(const T* a, int n, bool want_inver
   }                                                                                                      \
   inline tinyla_status slogdet_inv(int64_t b, int64_t n, const T* a, T* s, R* l, T* x) {                 \
     return tinyla_slogdet_inv_##sfx(b, n, a, s, l, x);                                                   \
+  }                                                                                                      \
+  inline tinyla_status slogdet_inv_transposed(int64_t b, int64_t n, const T* a, T* s, R* l, T* x) {      \
+    return tinyla_slogdet_inv_transposed_##sfx(b, n, a, s, l, x);                                        \
   }
 REF_BIND(float, float, f32)
 REF_BIND(double, double, f64)
