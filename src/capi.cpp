@@ -102,6 +102,9 @@ const char* tinyla_cpu_backend(void) { return tinyla::cpu::current_backend().nam
                                          T* inv) {                                                        \
     return submit(DT, {op::slogdet_inv, batch, n, 0, a, nullptr, inv, sign, logabsdet, nullptr, nullptr}); \
   }                                                                                                       \
+  tinyla_status tinyla_inv_transposed_##sfx(int64_t batch, int64_t n, const T* a, T* inv_t, int32_t* info) { \
+    return submit(DT, {op::inv, batch, n, 0, a, nullptr, inv_t, nullptr, nullptr, nullptr, info, true});  \
+  }                                                                                                       \
   tinyla_status tinyla_slogdet_inv_transposed_##sfx(int64_t batch, int64_t n, const T* a, T* sign,        \
                                                     R* logabsdet, T* inv_t) {                             \
     return submit(DT, {op::slogdet_inv, batch, n, 0, a, nullptr, inv_t, sign, logabsdet, nullptr, nullptr, \

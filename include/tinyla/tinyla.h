@@ -21,7 +21,7 @@
  *                filled with NaN.
  *   solve        X = A^-1 B for B of shape (batch, n, nrhs); info as for inv.
  *   slogdet_inv  sign, logabsdet and A^-1 from one factorization.
- *   slogdet_inv_transposed
+ *   inv_transposed, slogdet_inv_transposed
  *                the same with inv_t = (A^-1)^T written instead of A^-1, bit for bit
  *                its transpose: for real A that is d logabsdet / dA, the gradient
  *                (autodiff rules use it to skip a transposition pass).
@@ -77,6 +77,8 @@ TINYLA_API const char* tinyla_cpu_backend(void);
                                               const E* b, E* x, int32_t* info);                    \
   TINYLA_API tinyla_status tinyla_slogdet_inv_##sfx(int64_t batch, int64_t n, const E* a, E* sign, \
                                                     R* logabsdet, E* inv);                         \
+  TINYLA_API tinyla_status tinyla_inv_transposed_##sfx(int64_t batch, int64_t n, const E* a, E* inv_t, \
+                                                       int32_t* info);                               \
   TINYLA_API tinyla_status tinyla_slogdet_inv_transposed_##sfx(int64_t batch, int64_t n, const E* a, \
                                                                E* sign, R* logabsdet, E* inv_t);
 

@@ -101,6 +101,9 @@ template <class T>
 tinyla_status c_slogdet_inv(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l, T* x) {
   TINYLA_CPP_DISPATCH(slogdet_inv, b, n, ptr(a), ptr(s), l, ptr(x))
 }
+template <class T> tinyla_status c_inv_transposed(std::int64_t b, std::int64_t n, const T* a, T* x, std::int32_t* info) {
+  TINYLA_CPP_DISPATCH(inv_transposed, b, n, ptr(a), ptr(x), info)
+}
 template <class T>
 tinyla_status c_slogdet_inv_transposed(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l, T* x) {
   TINYLA_CPP_DISPATCH(slogdet_inv_transposed, b, n, ptr(a), ptr(s), l, ptr(x))

@@ -104,7 +104,7 @@ def _result_types(op: str, avals) -> list[tuple[tuple, np.dtype]]:
         return [(batch, a.dtype), (batch, real)]
     if op == "det":
         return [(batch, a.dtype)]
-    if op == "inv":
+    if op in ("inv", "inv_transposed"):
         return [(a.shape, a.dtype)]
     if op == "solve":
         return [(avals[1].shape, a.dtype)]
@@ -184,7 +184,7 @@ def _make_primitive(op: str) -> Primitive:
 
 
 _PRIMITIVES = {op: _make_primitive(op)
-               for op in ("slogdet", "det", "inv", "solve", "slogdet_inv", "slogdet_inv_transposed")}
+               for op in ("slogdet", "det", "inv", "inv_transposed", "solve", "slogdet_inv", "slogdet_inv_transposed")}
 
 
 def _call(op: str, *args) -> list[jax.Array]:
@@ -225,10 +225,10 @@ def _slogdet(a):
 @_slogdet.defjvp
 def _slogdet_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
-    if a.shape[-1] == 1:
-        # A 1x1 inverse is its own transpose and nothing is shared: two calls, so that XLA
-        # drops the primal one (and its logarithm) when only the gradient is used.
-        (sign, logabsdet), inverse_t = _slogdet(a), _inv(a)
+    if a.shape[-1] <= 2:
+        # Closed forms: nothing to share between the two. Two calls, so that XLA drops the
+        # primal one (and its logarithm) when only the gradient is used.
+        (sign, logabsdet), inverse_t = _slogdet(a), _inv_transposed(a)
     else:
         # One factorization for the value and the gradient; the kernel writes A^-T, the
         # gradient of logabsdet itself, so reverse mode needs no transposition pass.
@@ -285,6 +285,18 @@ def _inv_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     inverse = _inv(a)
     return inverse, -_matmul(_matmul(inverse, da), inverse)
+
+
+@jax.custom_jvp
+def _inv_transposed(a):
+    return _call("inv_transposed", a)[0]
+
+
+@_inv_transposed.defjvp
+def _inv_transposed_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    inverse_t = _inv_transposed(a)
+    return inverse_t, -_matmul(_matmul(inverse_t, jnp.swapaxes(da, -1, -2)), inverse_t)
 
 
 @jax.custom_jvp

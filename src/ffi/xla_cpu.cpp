@@ -75,12 +75,15 @@ ffi::Error det_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> det) {
   });
 }
 
-ffi::Error inv_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> inverse) {
+// Transposed: the inverse is written as (A^-1)^T (see slogdet_inv_impl).
+template <bool Transposed> ffi::Error inv_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> inverse) {
+  const char* op = Transposed ? "inv_transposed" : "inv";
   square_batch m;
-  if (auto e = matrices_of(a, "inv", m); e.failure()) return e;
-  return by_element_type(a.element_type(), "inv", [&](auto t) {
+  if (auto e = matrices_of(a, op, m); e.failure()) return e;
+  return by_element_type(a.element_type(), op, [&](auto t) {
     using T = decltype(t);
-    return checked(tinyla::detail::c_inv<T>(m.batch, m.n, data<T>(a), data<T>(*inverse), nullptr), "inv");
+    auto fn = Transposed ? tinyla::detail::c_inv_transposed<T> : tinyla::detail::c_inv<T>;
+    return checked(fn(m.batch, m.n, data<T>(a), data<T>(*inverse), nullptr), op);
   });
 }
 
@@ -129,7 +132,8 @@ ffi::Error slogdet_inv_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> sign, 
 #define TINYLA_RET .Ret<ffi::AnyBuffer>()
 XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_slogdet, slogdet_impl, TINYLA_BIND_1_TO(TINYLA_RET TINYLA_RET));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_det, det_impl, TINYLA_BIND_1_TO(TINYLA_RET));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_inv, inv_impl, TINYLA_BIND_1_TO(TINYLA_RET));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_inv, inv_impl<false>, TINYLA_BIND_1_TO(TINYLA_RET));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_inv_transposed, inv_impl<true>, TINYLA_BIND_1_TO(TINYLA_RET));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_solve, solve_impl,
                               ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>() TINYLA_RET);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_slogdet_inv, slogdet_inv_impl<false>,

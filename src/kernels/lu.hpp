@@ -287,9 +287,39 @@ template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accu
   return info;
 }
 
+// X = A^-1 of a 2x2 lane group: adj(A) / det. With A = D A' (rows scaled by
+// D = diag(2^e0, 2^e1)), A^-1 = adj(A') / det(A') D^-1; where every lane is in
+// the safe range the scalings are exact and cancel, so the unscaled form gives
+// the same bits and is used. Returns info as solve does (NaN-filled if singular).
+template <class E> TINYLA_HD lane_of<E> invert_2x2(const E* a, E* x, det_accum<E>& acc) {
+  using L = lane_of<E>;
+  E det, adj[4];  // adj: the adjugate, times D^-1 when scaled
+  if (!any_of(!safe_for_unscaled_2x2(a))) {
+    det = diff_of_products(a[0], a[3], a[1], a[2]);
+    acc.multiply(det);
+    adj[0] = a[3], adj[1] = -a[1], adj[2] = -a[2], adj[3] = a[0];
+  } else {
+    const scaled_2x2<E> q(a);
+    q.accumulate(acc);
+    det = q.det();
+    adj[0] = scale_pow2(q.d, -q.e0), adj[1] = scale_pow2(-q.b, -q.e1);
+    adj[2] = scale_pow2(-q.c, -q.e0), adj[3] = scale_pow2(q.a, -q.e1);
+  }
+  L info = select(is_zero(det), L(2), L(0));
+  info = select(is_zero(a[0]) & is_zero(a[2]), L(1), info);
+  const pivot_inverse<E> pinv(det);
+  for (int j = 0; j < 4; ++j) x[j] = pinv.apply(adj[j]);
+  const auto singular = info != L(0);
+  if (any_of(singular))
+    for (int j = 0; j < 4; ++j) x[j] = select(singular, nan_element<E>(), x[j]);
+  return info;
+}
+
 // X = A^-1 (x: n x n, need not be initialised); a is overwritten.
 template <int N, class E> TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, E* x, det_accum<E>& acc) {
   const int n = s.n();
+  if constexpr (N < 0 || N == 2)
+    if (n == 2) return invert_2x2(a, x, acc);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) x[i * n + j] = make_element<E>(i == j ? 1.0 : 0.0);
   return solve(s, a, x, acc);

@@ -170,6 +170,9 @@ template <class T> lapack_result<T> lapack_lu(const T* a, int n, bool want_inver
   inline tinyla_status slogdet_inv(int64_t b, int64_t n, const T* a, T* s, R* l, T* x) {                 \
     return tinyla_slogdet_inv_##sfx(b, n, a, s, l, x);                                                   \
   }                                                                                                      \
+  inline tinyla_status inv_transposed(int64_t b, int64_t n, const T* a, T* x, int32_t* info) {           \
+    return tinyla_inv_transposed_##sfx(b, n, a, x, info);                                                \
+  }                                                                                                      \
   inline tinyla_status slogdet_inv_transposed(int64_t b, int64_t n, const T* a, T* s, R* l, T* x) {      \
     return tinyla_slogdet_inv_transposed_##sfx(b, n, a, s, l, x);                                        \
   }

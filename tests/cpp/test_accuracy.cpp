@@ -67,17 +67,23 @@ TYPED_TEST(Accuracy, AllOpsAgainstLongDoubleAndLapack) {
       ASSERT_EQ(inv(batch, n, a.data(), x.data(), info.data()), TINYLA_OK);
       ASSERT_EQ(solve(batch, n, nrhs, a.data(), b.data(), sol.data(), info_s.data()), TINYLA_OK);
       ASSERT_EQ(slogdet_inv(batch, n, a.data(), sign2.data(), logabs2.data(), x2.data()), TINYLA_OK);
-      {  // the transposed variant: the same bits, transposed
-        std::vector<T> sign3(batch), xt(a.size());
+      {  // the transposed variants: the same bits, transposed
+        std::vector<T> sign3(batch), xt(a.size()), xt2(a.size());
         std::vector<R> logabs3(batch);
+        std::vector<int32_t> info3(batch, -1);
         ASSERT_EQ(slogdet_inv_transposed(batch, n, a.data(), sign3.data(), logabs3.data(), xt.data()), TINYLA_OK);
+        ASSERT_EQ(inv_transposed(batch, n, a.data(), xt2.data(), info3.data()), TINYLA_OK);
         EXPECT_EQ(std::memcmp(sign3.data(), sign2.data(), batch * sizeof(T)), 0);
         EXPECT_EQ(std::memcmp(logabs3.data(), logabs2.data(), batch * sizeof(R)), 0);
+        EXPECT_EQ(info3, info);
         for (int64_t i = 0; i < batch; ++i)
           for (int r = 0; r < n; ++r)
-            for (int c = 0; c < n; ++c)
+            for (int c = 0; c < n; ++c) {
               ASSERT_EQ(std::memcmp(&xt[(i * n + c) * n + r], &x2[(i * n + r) * n + c], sizeof(T)), 0)
                   << "matrix " << i << " (" << r << ", " << c << ")";
+              ASSERT_EQ(std::memcmp(&xt2[(i * n + c) * n + r], &x[(i * n + r) * n + c], sizeof(T)), 0)
+                  << "matrix " << i << " (" << r << ", " << c << ")";
+            }
       }
 
       long double err_lad_t = 0, err_lad_l = 0, err_inv_t = 0, err_inv_l = 0, err_sol_t = 0, lad_scale = 0;

@@ -35,6 +35,9 @@ TEST(CApi, NegativeSizes) {
   EXPECT_EQ(tinyla_inv_f64(2, -2, z.a.data(), z.x.data(), z.info.data()), TINYLA_INVALID_ARGUMENT);
   EXPECT_EQ(tinyla_solve_f64(2, 2, -1, z.a.data(), z.b.data(), z.x.data(), z.info.data()), TINYLA_INVALID_ARGUMENT);
   EXPECT_EQ(tinyla_slogdet_inv_f64(-2, 2, z.a.data(), z.s.data(), z.l.data(), z.x.data()), TINYLA_INVALID_ARGUMENT);
+  EXPECT_EQ(tinyla_inv_transposed_f64(2, -2, z.a.data(), z.x.data(), z.info.data()), TINYLA_INVALID_ARGUMENT);
+  EXPECT_EQ(tinyla_slogdet_inv_transposed_f64(-2, 2, z.a.data(), z.s.data(), z.l.data(), z.x.data()),
+            TINYLA_INVALID_ARGUMENT);
   EXPECT_TRUE(z.untouched());
 }
 
@@ -54,6 +57,8 @@ TEST(CApi, NullPointersWithWork) {
   EXPECT_EQ(tinyla_slogdet_inv_f64(2, 2, z.a.data(), nullptr, z.l.data(), z.x.data()), TINYLA_INVALID_ARGUMENT);
   EXPECT_EQ(tinyla_slogdet_inv_f64(2, 2, z.a.data(), z.s.data(), nullptr, z.x.data()), TINYLA_INVALID_ARGUMENT);
   EXPECT_EQ(tinyla_slogdet_inv_f64(2, 2, z.a.data(), z.s.data(), z.l.data(), nullptr), TINYLA_INVALID_ARGUMENT);
+  EXPECT_EQ(tinyla_inv_transposed_c128(2, 2, z.a.data(), nullptr, nullptr), TINYLA_INVALID_ARGUMENT);
+  EXPECT_EQ(tinyla_slogdet_inv_transposed_f32(2, 2, nullptr, nullptr, nullptr, nullptr), TINYLA_INVALID_ARGUMENT);
   EXPECT_EQ(tinyla_slogdet_c128(2, 2, nullptr, z.s.data(), z.l.data()), TINYLA_INVALID_ARGUMENT);
   EXPECT_EQ(tinyla_inv_c64(2, 2, z.a.data(), nullptr, nullptr), TINYLA_INVALID_ARGUMENT);
   EXPECT_EQ(tinyla_solve_f32(1, 3, 2, nullptr, nullptr, nullptr, nullptr), TINYLA_INVALID_ARGUMENT);

@@ -29,7 +29,7 @@ template <class T> std::vector<unsigned char> run_all_ops(int n, int64_t batch) 
   }
   const auto rhs = make_batch<T>(kind::random, batch, n, 7);  // (batch, n, n): nrhs = n
   std::vector<T> sign(batch), d(batch), x(a.size()), sol(rhs.size()), sign2(batch), x2(a.size()), sign3(batch),
-      x3(a.size());
+      x3(a.size()), x4(a.size());
   std::vector<R> logabs(batch), logabs2(batch), logabs3(batch);
   std::vector<int32_t> info(batch), info_s(batch);
   EXPECT_EQ(slogdet(batch, n, a.data(), sign.data(), logabs.data()), TINYLA_OK);
@@ -38,6 +38,7 @@ template <class T> std::vector<unsigned char> run_all_ops(int n, int64_t batch) 
   EXPECT_EQ(solve(batch, n, n, a.data(), rhs.data(), sol.data(), info_s.data()), TINYLA_OK);
   EXPECT_EQ(slogdet_inv(batch, n, a.data(), sign2.data(), logabs2.data(), x2.data()), TINYLA_OK);
   EXPECT_EQ(slogdet_inv_transposed(batch, n, a.data(), sign3.data(), logabs3.data(), x3.data()), TINYLA_OK);
+  EXPECT_EQ(inv_transposed(batch, n, a.data(), x4.data(), nullptr), TINYLA_OK);
   // Bits must match exactly, except that a NaN's payload and sign depend on
   // operand order inside an instruction, so NaNs are compared as "NaN".
   std::vector<unsigned char> bytes;
@@ -49,7 +50,7 @@ template <class T> std::vector<unsigned char> run_all_ops(int n, int64_t batch) 
     bytes.insert(bytes.end(), p, p + v.size() * sizeof(v[0]));
   };
   append(sign), append(logabs), append(d), append(x), append(info), append(sol), append(info_s), append(sign2),
-      append(logabs2), append(x2), append(sign3), append(logabs3), append(x3);
+      append(logabs2), append(x2), append(sign3), append(logabs3), append(x3), append(x4);
   return bytes;
 }
 
