@@ -11,7 +11,8 @@ Contenders, all measured in this run on the same input:
   jnp      jnp.linalg.slogdet / jnp.linalg.inv
   closed   the report's hand-written closed form (N <= 2): log(|a| + 1e-20), log(|ad - bc| + 1e-20)
   tinyla   tinyla.jax.slogdet / tinyla.jax.inv
-Each time is the median of several calls after compilation and a warm-up call. Results
+Each time is the best of several calls after compilation and a warm-up call, the
+contenders' calls interleaved so that all see the same (shared, noisy) machine. Results
 are also checked against jnp (max relative difference printed). "floor" is one elementwise
 XLA pass (x * 2) producing an output of the same size as the workload's: what any op pays
 to allocate and write its result (XLA's buffers of 32 MiB and more come from mmap, so each
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import sys
 import time
 
@@ -62,15 +62,19 @@ def make_fn(workload: str, contender: str):
     return jax.jit(jax.grad(lambda x: slogdet(x)[1].sum()))
 
 
-def time_call(fn, x, repeats: int) -> tuple[float, np.ndarray]:
-    out = fn(x)  # compile + warm-up
-    jax.block_until_ready(out)
-    times = []
+def time_calls(fns: dict, x, repeats: int) -> tuple[dict, dict]:
+    """Best time of `repeats` calls of each function, the calls interleaved round-robin
+    so that every contender sees the same machine; and each function's result."""
+    outs = {}
+    for name, fn in fns.items():  # compile + warm-up
+        outs[name] = np.asarray(jax.block_until_ready(fn(x)))
+    best = {name: float("inf") for name in fns}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(x))
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), np.asarray(out)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(x))
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best, outs
 
 
 def max_rel_diff(x: np.ndarray, ref: np.ndarray) -> float:
@@ -126,12 +130,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=None)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    repeats = args.repeats or (3 if args.quick else 5)
+    repeats = args.repeats or (5 if args.quick else 15)
 
     print(f"machine: {machine()}")
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; tinyla {tinyla.__version__} "
           f"(backend {tinyla.cpu_backend()}, {tinyla.get_num_threads()} threads); numpy {np.__version__}")
-    print(f"float64; time = median of {repeats} calls after compile + warm-up; ratio = other / tinyla\n")
+    print(f"float64; time = best of {repeats} calls (interleaved) after compile + warm-up; ratio = other / tinyla\n")
 
     rows = []
     rng = np.random.default_rng(0)
@@ -139,17 +143,16 @@ def main() -> int:
         walkers = walkers_for(n, args.quick)
         x = jnp.asarray(rng.standard_normal((walkers, 64, n, n)))
         for workload in ("grad", "forward", "inv"):
-            row = {"n": n, "walkers": walkers, "workload": workload}
-            results = {}
+            print(f"  N={n:2d} {workload:7s} x = ({walkers}, 64, {n}, {n}) ...", end="",
+                  file=sys.stderr, flush=True)
             contenders = ["jnp", "closed", "tinyla"] if workload != "inv" and n <= 2 else ["jnp", "tinyla"]
-            for c in contenders:
-                print(f"  N={n:2d} {workload:7s} {c:6s} ...", end="", file=sys.stderr, flush=True)
-                row[c], results[c] = time_call(make_fn(workload, c), x, repeats)
-                print(f" {row[c] * 1e3:9.2f} ms", file=sys.stderr, flush=True)
-            row["diff"] = max_rel_diff(results["tinyla"], results["jnp"])
+            fns = {c: make_fn(workload, c) for c in contenders}
             # The floor: one elementwise XLA pass producing an output of the same size.
-            floor_fn = jax.jit(lambda x: x * 2.0) if workload != "forward" else jax.jit(lambda x: x[..., 0, 0] * 2.0)
-            row["floor"], _ = time_call(floor_fn, x, repeats)
+            fns["floor"] = jax.jit(lambda x: x * 2.0) if workload != "forward" else jax.jit(lambda x: x[..., 0, 0] * 2.0)
+            best, outs = time_calls(fns, x, repeats)
+            row = {"n": n, "walkers": walkers, "workload": workload, **best,
+                   "diff": max_rel_diff(outs["tinyla"], outs["jnp"])}
+            print(" ".join(f"{c} {best[c] * 1e3:.2f} ms" for c in fns), file=sys.stderr, flush=True)
             rows.append(row)
 
     header = ("| workload | N | x shape | jnp ms | closed form ms | tinyla ms | jnp / tinyla | "
