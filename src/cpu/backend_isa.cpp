@@ -273,9 +273,9 @@ template <class T, int N, int P> void run_range(const job& jb, int64_t begin, in
       case op::inv:
       case op::slogdet_inv:
         if constexpr (P > 1) __builtin_unreachable();  // determinants only (pair_registers)
-        store_info(jb.info, b, count, invert(sq, a.data(), x.data(), acc));
+        store_info(jb.info, b, count, invert(sq, a.data(), x.data(), acc, jb.transpose_x));
         unpack_group<R, V, P>(x.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
-        if (jb.transpose_x) transpose_squares<C>(static_cast<R*>(jb.x) + b * ka, n, count);  // still in L1
+        if (jb.transpose_x && n > 2) transpose_squares<C>(static_cast<R*>(jb.x) + b * ka, n, count);  // in L1
         break;
       case op::solve:
         if constexpr (P > 1) __builtin_unreachable();

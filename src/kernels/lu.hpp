@@ -291,7 +291,8 @@ template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accu
 // D = diag(2^e0, 2^e1)), A^-1 = adj(A') / det(A') D^-1; where every lane is in
 // the safe range the scalings are exact and cancel, so the unscaled form gives
 // the same bits and is used. Returns info as solve does (NaN-filled if singular).
-template <class E> TINYLA_HD lane_of<E> invert_2x2(const E* a, E* x, det_accum<E>& acc) {
+// transposed: writes (A^-1)^T (the off-diagonal pair swapped, in registers).
+template <class E> TINYLA_HD lane_of<E> invert_2x2(const E* a, E* x, det_accum<E>& acc, bool transposed) {
   using L = lane_of<E>;
   E det, adj[4];  // adj: the adjugate, times D^-1 when scaled
   if (!any_of(!safe_for_unscaled_2x2(a))) {
@@ -308,18 +309,22 @@ template <class E> TINYLA_HD lane_of<E> invert_2x2(const E* a, E* x, det_accum<E
   L info = select(is_zero(det), L(2), L(0));
   info = select(is_zero(a[0]) & is_zero(a[2]), L(1), info);
   const pivot_inverse<E> pinv(det);
-  for (int j = 0; j < 4; ++j) x[j] = pinv.apply(adj[j]);
+  const E upper = pinv.apply(adj[1]), lower = pinv.apply(adj[2]);
+  x[0] = pinv.apply(adj[0]), x[3] = pinv.apply(adj[3]);
+  x[1] = transposed ? lower : upper, x[2] = transposed ? upper : lower;
   const auto singular = info != L(0);
   if (any_of(singular))
     for (int j = 0; j < 4; ++j) x[j] = select(singular, nan_element<E>(), x[j]);
   return info;
 }
 
-// X = A^-1 (x: n x n, need not be initialised); a is overwritten.
-template <int N, class E> TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, E* x, det_accum<E>& acc) {
+// X = A^-1 (x: n x n, need not be initialised); a is overwritten. For n = 2,
+// transposed writes (A^-1)^T instead; larger n ignore it (the caller transposes).
+template <int N, class E>
+TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, E* x, det_accum<E>& acc, bool transposed = false) {
   const int n = s.n();
   if constexpr (N < 0 || N == 2)
-    if (n == 2) return invert_2x2(a, x, acc);
+    if (n == 2) return invert_2x2(a, x, acc, transposed);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) x[i * n + j] = make_element<E>(i == j ? 1.0 : 0.0);
   return solve(s, a, x, acc);
