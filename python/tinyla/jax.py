@@ -183,8 +183,8 @@ def _make_primitive(op: str) -> Primitive:
     return prim
 
 
-_PRIMITIVES = {op: _make_primitive(op)
-               for op in ("slogdet", "det", "inv", "inv_transposed", "solve", "slogdet_inv", "slogdet_inv_transposed")}
+_OPS = ("slogdet", "det", "inv", "inv_transposed", "solve", "slogdet_inv", "slogdet_inv_transposed")
+_PRIMITIVES = {op: _make_primitive(op) for op in _OPS}
 
 
 def _call(op: str, *args) -> list[jax.Array]:
@@ -200,14 +200,16 @@ def _matmul(x, y):
     return jnp.matmul(x, y, precision=_HIGHEST)
 
 
-def _trace_of_product(x, y):
-    """tr(x @ y) per matrix, as an elementwise product and a sum (fuses in XLA)."""
-    return _sum_of_product(jnp.swapaxes(x, -1, -2), y)
+def _trace_with_inverse(inverse, da, transposed: bool):
+    """tr(A^-1 dA) per matrix from inverse = A^-1 (or A^-T when transposed): an elementwise
+    product and a sum, which XLA fuses; with A^-T not even a transposition."""
+    inverse_t = inverse if transposed else jnp.swapaxes(inverse, -1, -2)
+    return jnp.sum(inverse_t * da, axis=(-2, -1))
 
 
-def _sum_of_product(x_t, y):
-    """tr(x @ y) given x_t = x^T: no transposition at all."""
-    return jnp.sum(x_t * y, axis=(-2, -1))
+def _inverse_tangent(inverse, da, transposed: bool):
+    """d A^-1 = -A^-1 dA A^-1; its transpose -A^-T dA^T A^-T when transposed."""
+    return -_matmul(_matmul(inverse, jnp.swapaxes(da, -1, -2) if transposed else da), inverse)
 
 
 def _slogdet_tangents(sign, t):
@@ -228,39 +230,26 @@ def _slogdet_jvp(primals, tangents):
     if a.shape[-1] <= 2:
         # Closed forms: nothing to share between the two. Two calls, so that XLA drops the
         # primal one (and its logarithm) when only the gradient is used.
-        (sign, logabsdet), inverse_t = _slogdet(a), _inv_transposed(a)
+        (sign, logabsdet), inverse_t = _slogdet(a), _inv(a, True)
     else:
         # One factorization for the value and the gradient; the kernel writes A^-T, the
         # gradient of logabsdet itself, so reverse mode needs no transposition pass.
-        sign, logabsdet, inverse_t = _slogdet_inv_transposed(a)
-    return (sign, logabsdet), _slogdet_tangents(sign, _sum_of_product(inverse_t, da))
+        sign, logabsdet, inverse_t = _slogdet_inv(a, True)
+    return (sign, logabsdet), _slogdet_tangents(sign, _trace_with_inverse(inverse_t, da, True))
 
 
-@jax.custom_jvp
-def _slogdet_inv(a):
-    return tuple(_call("slogdet_inv", a))
+# transposed (static): the inverse output is A^-T, bit for bit the transpose of A^-1.
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _slogdet_inv(a, transposed: bool = False):
+    return tuple(_call("slogdet_inv_transposed" if transposed else "slogdet_inv", a))
 
 
 @_slogdet_inv.defjvp
-def _slogdet_inv_jvp(primals, tangents):
+def _slogdet_inv_jvp(transposed, primals, tangents):
     (a,), (da,) = primals, tangents
-    sign, logabsdet, inverse = _slogdet_inv(a)
-    dsign, dlogabsdet = _slogdet_tangents(sign, _trace_of_product(inverse, da))
-    return (sign, logabsdet, inverse), (dsign, dlogabsdet, -_matmul(_matmul(inverse, da), inverse))
-
-
-@jax.custom_jvp
-def _slogdet_inv_transposed(a):
-    return tuple(_call("slogdet_inv_transposed", a))
-
-
-@_slogdet_inv_transposed.defjvp
-def _slogdet_inv_transposed_jvp(primals, tangents):
-    (a,), (da,) = primals, tangents
-    sign, logabsdet, inverse_t = _slogdet_inv_transposed(a)
-    dsign, dlogabsdet = _slogdet_tangents(sign, _sum_of_product(inverse_t, da))
-    d_inverse_t = -_matmul(_matmul(inverse_t, jnp.swapaxes(da, -1, -2)), inverse_t)  # (-A^-1 dA A^-1)^T
-    return (sign, logabsdet, inverse_t), (dsign, dlogabsdet, d_inverse_t)
+    sign, logabsdet, inverse = _slogdet_inv(a, transposed)
+    dsign, dlogabsdet = _slogdet_tangents(sign, _trace_with_inverse(inverse, da, transposed))
+    return (sign, logabsdet, inverse), (dsign, dlogabsdet, _inverse_tangent(inverse, da, transposed))
 
 
 @jax.custom_jvp
@@ -272,31 +261,19 @@ def _det(a):
 def _det_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     d = _det(a)  # rounded once from tinyla's mantissa/exponent; sign*exp(logabsdet) would lose bits
-    return d, d * _trace_of_product(_inv(a), da)
+    return d, d * _trace_with_inverse(_inv(a, True), da, True)
 
 
-@jax.custom_jvp
-def _inv(a):
-    return _call("inv", a)[0]
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _inv(a, transposed: bool = False):
+    return _call("inv_transposed" if transposed else "inv", a)[0]
 
 
 @_inv.defjvp
-def _inv_jvp(primals, tangents):
+def _inv_jvp(transposed, primals, tangents):
     (a,), (da,) = primals, tangents
-    inverse = _inv(a)
-    return inverse, -_matmul(_matmul(inverse, da), inverse)
-
-
-@jax.custom_jvp
-def _inv_transposed(a):
-    return _call("inv_transposed", a)[0]
-
-
-@_inv_transposed.defjvp
-def _inv_transposed_jvp(primals, tangents):
-    (a,), (da,) = primals, tangents
-    inverse_t = _inv_transposed(a)
-    return inverse_t, -_matmul(_matmul(inverse_t, jnp.swapaxes(da, -1, -2)), inverse_t)
+    inverse = _inv(a, transposed)
+    return inverse, _inverse_tangent(inverse, da, transposed)
 
 
 @jax.custom_jvp
