@@ -36,7 +36,7 @@ lib.tinyla_get_num_threads.restype = ctypes.c_int
 lib.tinyla_cpu_backend.argtypes = []
 lib.tinyla_cpu_backend.restype = ctypes.c_char_p
 
-SUPPORTED = tuple(_SUFFIX)
+SUPPORTED = tuple(_SUFFIX)  # the element types with kernels
 _INVALID_ARGUMENT, _OUT_OF_MEMORY = 1, 3
 
 

@@ -61,9 +61,6 @@ class UnsupportedDtypeError(TypeError, NotImplementedError):
     """A dtype tinyla has no kernels for (jnp.linalg raises NotImplementedError there)."""
 
 
-_SUPPORTED = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
-
-
 def _inexact(op: str, *arrays) -> list[jax.Array]:
     """jnp's promote_dtypes_inexact: common dtype; bool and integers up to 32 bits
     -> float32, 64-bit integers -> float64 (float32 without x64)."""
@@ -71,7 +68,7 @@ def _inexact(op: str, *arrays) -> list[jax.Array]:
     dt = np.dtype(jnp.result_type(*arrays))
     if dt.kind in "biu":
         dt = jax.dtypes.canonicalize_dtype(np.float64 if dt.itemsize == 8 else np.float32)
-    if dt not in _SUPPORTED:
+    if dt not in _native.SUPPORTED:
         raise UnsupportedDtypeError(f"tinyla.jax.{op}: unsupported dtype {dt.name} "
                                     f"(supported: float32, float64, complex64, complex128)")
     return [x.astype(dt) for x in arrays]

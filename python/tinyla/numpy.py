@@ -63,7 +63,7 @@ def _common_type(*arrays: np.ndarray) -> np.dtype:
 
 
 def _real(t: np.dtype) -> np.dtype:
-    return np.dtype(np.float64 if t in (np.float64, np.complex128) else np.float32)
+    return np.finfo(t).dtype  # float32 for complex64, float64 for complex128
 
 
 def _square_stack(a) -> np.ndarray:
@@ -80,6 +80,13 @@ def _native_layout(a: np.ndarray, t: np.dtype) -> np.ndarray:
     return np.require(a, dtype=t, requirements=["C", "A"])
 
 
+def _prepared(a) -> tuple[np.ndarray, np.dtype]:
+    """A checked (..., n, n) stack in the computation dtype and native layout, and that dtype."""
+    a = _square_stack(a)
+    t = _common_type(a)
+    return _native_layout(a, t), t
+
+
 def _batch(shape: tuple) -> int:
     return math.prod(shape)
 
@@ -91,9 +98,7 @@ def _check_singular(info: np.ndarray) -> None:
 
 def slogdet(a) -> SlogdetResult:
     """Sign (complex: phase) and natural log of |det| of each matrix of a (..., n, n)."""
-    a = _square_stack(a)
-    t = _common_type(a)
-    a = _native_layout(a, t)
+    a, t = _prepared(a)
     sign, logabsdet = np.empty(a.shape[:-2], t), np.empty(a.shape[:-2], _real(t))
     _native.call("slogdet", t, _batch(a.shape[:-2]), a.shape[-1], a, sign, logabsdet)
     return SlogdetResult(sign[()], logabsdet[()])
@@ -101,9 +106,7 @@ def slogdet(a) -> SlogdetResult:
 
 def det(a) -> np.ndarray:
     """Determinant of each matrix of a (..., n, n)."""
-    a = _square_stack(a)
-    t = _common_type(a)
-    a = _native_layout(a, t)
+    a, t = _prepared(a)
     d = np.empty(a.shape[:-2], t)
     _native.call("det", t, _batch(a.shape[:-2]), a.shape[-1], a, d)
     return d[()]
@@ -111,9 +114,7 @@ def det(a) -> np.ndarray:
 
 def inv(a) -> np.ndarray:
     """Inverse of each matrix of a (..., n, n); LinAlgError if any is singular."""
-    a = _square_stack(a)
-    t = _common_type(a)
-    a = _native_layout(a, t)
+    a, t = _prepared(a)
     batch = _batch(a.shape[:-2])
     x, info = np.empty(a.shape, t), np.zeros(batch, np.int32)
     _native.call("inv", t, batch, a.shape[-1], a, x, info)
@@ -151,9 +152,7 @@ def solve(a, b) -> np.ndarray:
 def slogdet_inv(a) -> SlogdetInvResult:
     """slogdet(a) and inv(a) from one factorization. Singular matrices give
     sign 0, logabsdet -inf and a NaN-filled inverse; no error is raised."""
-    a = _square_stack(a)
-    t = _common_type(a)
-    a = _native_layout(a, t)
+    a, t = _prepared(a)
     sign, logabsdet = np.empty(a.shape[:-2], t), np.empty(a.shape[:-2], _real(t))
     x = np.empty(a.shape, t)
     _native.call("slogdet_inv", t, _batch(a.shape[:-2]), a.shape[-1], a, sign, logabsdet, x)

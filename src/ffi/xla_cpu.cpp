@@ -70,73 +70,64 @@ void prefer_huge_pages(ffi::AnyBuffer& b) {
 template <class T> T* data(ffi::AnyBuffer& b) { return static_cast<T*>(b.untyped_data()); }
 template <class T> const T* data(const ffi::AnyBuffer& b) { return static_cast<const T*>(b.untyped_data()); }
 
-ffi::Error slogdet_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> sign, ffi::Result<ffi::AnyBuffer> logabsdet) {
+// The shared frame of every handler: a must be (..., n, n); then
+// call(T{}, matrices) runs the C API for a's element type and its status
+// becomes the handler's error.
+template <class F> ffi::Error on_matrices(const ffi::AnyBuffer& a, const char* op, F&& call) {
   square_batch m;
-  if (auto e = matrices_of(a, "slogdet", m); e.failure()) return e;
-  return by_element_type(a.element_type(), "slogdet", [&](auto t) {
+  if (auto e = matrices_of(a, op, m); e.failure()) return e;
+  return by_element_type(a.element_type(), op, [&](auto t) { return checked(call(t, m), op); });
+}
+
+ffi::Error slogdet_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> sign, ffi::Result<ffi::AnyBuffer> logabsdet) {
+  return on_matrices(a, "slogdet", [&](auto t, square_batch m) {
     using T = decltype(t);
-    return checked(tinyla::detail::c_slogdet<T>(m.batch, m.n, data<T>(a), data<T>(*sign),
-                                                data<tinyla::real_t<T>>(*logabsdet)),
-                   "slogdet");
+    return tinyla::detail::c_slogdet<T>(m.batch, m.n, data<T>(a), data<T>(*sign), data<tinyla::real_t<T>>(*logabsdet));
   });
 }
 
 ffi::Error det_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> det) {
-  square_batch m;
-  if (auto e = matrices_of(a, "det", m); e.failure()) return e;
-  return by_element_type(a.element_type(), "det", [&](auto t) {
+  return on_matrices(a, "det", [&](auto t, square_batch m) {
     using T = decltype(t);
-    return checked(tinyla::detail::c_det<T>(m.batch, m.n, data<T>(a), data<T>(*det)), "det");
+    return tinyla::detail::c_det<T>(m.batch, m.n, data<T>(a), data<T>(*det));
   });
 }
 
-// Transposed: the inverse is written as (A^-1)^T (see slogdet_inv_impl).
+// Transposed: the inverse is written as (A^-1)^T, what d logabsdet / dA needs.
 template <bool Transposed> ffi::Error inv_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> inverse) {
-  const char* op = Transposed ? "inv_transposed" : "inv";
-  square_batch m;
-  if (auto e = matrices_of(a, op, m); e.failure()) return e;
   prefer_huge_pages(*inverse);
-  return by_element_type(a.element_type(), op, [&](auto t) {
+  return on_matrices(a, Transposed ? "inv_transposed" : "inv", [&](auto t, square_batch m) {
     using T = decltype(t);
     auto fn = Transposed ? tinyla::detail::c_inv_transposed<T> : tinyla::detail::c_inv<T>;
-    return checked(fn(m.batch, m.n, data<T>(a), data<T>(*inverse), nullptr), op);
+    return fn(m.batch, m.n, data<T>(a), data<T>(*inverse), nullptr);
   });
 }
 
 // b and x: (..., n, nrhs) with the same leading dimensions as a.
 ffi::Error solve_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> x) {
-  square_batch m;
-  if (auto e = matrices_of(a, "solve", m); e.failure()) return e;
   auto da = a.dimensions(), db = b.dimensions();
-  bool same_lead = db.size() == da.size() && b.element_type() == a.element_type();
+  bool same_lead = da.size() >= 2 && db.size() == da.size() && b.element_type() == a.element_type();
   for (std::size_t i = 0; same_lead && i + 1 < da.size(); ++i) same_lead = da[i] == db[i];
   if (!same_lead)
     return ffi::Error::InvalidArgument("tinyla_solve: b must have shape (..., n, nrhs) with a's leading "
                                        "dimensions and element type; got a " +
                                        shape_string(da) + ", b " + shape_string(db));
-  const std::int64_t nrhs = db[db.size() - 1];
   prefer_huge_pages(*x);
-  return by_element_type(a.element_type(), "solve", [&](auto t) {
+  return on_matrices(a, "solve", [&](auto t, square_batch m) {
     using T = decltype(t);
-    return checked(tinyla::detail::c_solve<T>(m.batch, m.n, nrhs, data<T>(a), data<T>(b), data<T>(*x), nullptr),
-                   "solve");
+    return tinyla::detail::c_solve<T>(m.batch, m.n, db[db.size() - 1], data<T>(a), data<T>(b), data<T>(*x), nullptr);
   });
 }
 
-// Transposed: the inverse is written as (A^-1)^T, what d logabsdet / dA needs.
+// Transposed: as for inv_impl.
 template <bool Transposed>
 ffi::Error slogdet_inv_impl(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> sign, ffi::Result<ffi::AnyBuffer> logabsdet,
                             ffi::Result<ffi::AnyBuffer> inverse) {
-  const char* op = Transposed ? "slogdet_inv_transposed" : "slogdet_inv";
-  square_batch m;
-  if (auto e = matrices_of(a, op, m); e.failure()) return e;
   prefer_huge_pages(*inverse);
-  return by_element_type(a.element_type(), op, [&](auto t) {
+  return on_matrices(a, Transposed ? "slogdet_inv_transposed" : "slogdet_inv", [&](auto t, square_batch m) {
     using T = decltype(t);
     auto fn = Transposed ? tinyla::detail::c_slogdet_inv_transposed<T> : tinyla::detail::c_slogdet_inv<T>;
-    return checked(fn(m.batch, m.n, data<T>(a), data<T>(*sign), data<tinyla::real_t<T>>(*logabsdet),
-                      data<T>(*inverse)),
-                   op);
+    return fn(m.batch, m.n, data<T>(a), data<T>(*sign), data<tinyla::real_t<T>>(*logabsdet), data<T>(*inverse));
   });
 }
 
