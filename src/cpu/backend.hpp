@@ -4,25 +4,13 @@
 
 #include <cstdint>
 
+#include "job.hpp"
+
 namespace tinyla::cpu {
 
-enum class dtype : int { f32 = 0, f64 = 1, c64 = 2, c128 = 3 };
-enum class op : int { slogdet, det, inv, solve, slogdet_inv };
-
-// One validated call. Pointers are to the whole batch; a backend processes
-// matrices [begin, end). Unused outputs are null.
-struct job {
-  op kind;
-  std::int64_t batch, n, nrhs;
-  const void* a;       // (batch, n, n)
-  const void* b;       // (batch, n, nrhs) for solve
-  void* x;             // inverse (batch, n, n) or solution (batch, n, nrhs)
-  void* sign;          // (batch) real sign or complex phase
-  void* logabsdet;     // (batch) real
-  void* det;           // (batch) element type
-  std::int32_t* info;  // (batch), nullable
-  bool transpose_x = false;  // inv / slogdet_inv: write x[b][j][i] = (A_b^-1)[i][j]
-};
+using tinyla::dtype;
+using tinyla::job;
+using tinyla::op;
 
 using range_fn = void (*)(const job&, std::int64_t begin, std::int64_t end);
 

@@ -94,6 +94,17 @@ template <class T> wide_result<T> wide_lu(const T* a, int n, bool want_inverse) 
   return {sign, logabs, std::move(x)};
 }
 
+// Relative Frobenius error of x[off, off + count) against ref.
+template <class T> long double rel_err_F(const std::vector<T>& x, const std::vector<wide_t<T>>& ref, size_t off,
+                                         size_t count) {
+  long double num = 0, den = 0;
+  for (size_t i = 0; i < count; ++i) {
+    num += std::norm(wide_t<T>(x[off + i]) - ref[i]);
+    den += std::norm(ref[i]);
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
 // ---- LAPACK per matrix (row pivoting of A itself: transposed into column-major) ----
 
 extern "C" {

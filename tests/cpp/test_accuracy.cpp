@@ -18,16 +18,6 @@ int max_n() {  // the sanitizer run in CI sweeps a smaller range
   return env ? std::atoi(env) : 40;
 }
 
-template <class T> long double rel_err_F(const std::vector<T>& x, const std::vector<wide_t<T>>& ref, size_t off,
-                                         size_t count) {
-  long double num = 0, den = 0;
-  for (size_t i = 0; i < count; ++i) {
-    num += std::norm(wide_t<T>(x[off + i]) - ref[i]);
-    den += std::norm(ref[i]);
-  }
-  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
-}
-
 template <class T> class Accuracy : public ::testing::Test {};
 using Types = ::testing::Types<float, double, std::complex<float>, std::complex<double>>;
 TYPED_TEST_SUITE(Accuracy, Types);

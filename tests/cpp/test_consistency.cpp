@@ -5,54 +5,12 @@
 
 #include <cstring>
 
+#include "all_ops.hpp"
 #include "cpu/dispatch.hpp"
-#include "reference.hpp"
 
 namespace {
 
 using namespace ref;
-
-// Runs every op over a batch mixing random, singular, NaN, subnormal-pivot and
-// scaled matrices; returns all outputs as bytes.
-template <class T> std::vector<unsigned char> run_all_ops(int n, int64_t batch) {
-  using R = real_t<T>;
-  auto a = make_batch<T>(kind::random, batch, n, 4242 + n);
-  for (int64_t b = 0; b < batch && n > 0; b += 5) {
-    T* m = a.data() + b * n * n;
-    switch ((b / 5) % 5) {
-      case 0: for (int i = 0; i < n * n; ++i) m[i] *= R(1e-40) * std::numeric_limits<R>::min(); break;  // tiny pivots
-      case 1: for (int i = 0; i < n; ++i) m[i * n] = T(0); break;                                       // singular
-      case 2: m[(b / 5) % (n * n)] = T(std::numeric_limits<R>::quiet_NaN()); break;
-      case 3: for (int i = 0; i < n * n; ++i) m[i] *= big_scale<T>(); break;
-      default: break;
-    }
-  }
-  const auto rhs = make_batch<T>(kind::random, batch, n, 7);  // (batch, n, n): nrhs = n
-  std::vector<T> sign(batch), d(batch), x(a.size()), sol(rhs.size()), sign2(batch), x2(a.size()), sign3(batch),
-      x3(a.size()), x4(a.size());
-  std::vector<R> logabs(batch), logabs2(batch), logabs3(batch);
-  std::vector<int32_t> info(batch), info_s(batch);
-  EXPECT_EQ(slogdet(batch, n, a.data(), sign.data(), logabs.data()), TINYLA_OK);
-  EXPECT_EQ(det(batch, n, a.data(), d.data()), TINYLA_OK);
-  EXPECT_EQ(inv(batch, n, a.data(), x.data(), info.data()), TINYLA_OK);
-  EXPECT_EQ(solve(batch, n, n, a.data(), rhs.data(), sol.data(), info_s.data()), TINYLA_OK);
-  EXPECT_EQ(slogdet_inv(batch, n, a.data(), sign2.data(), logabs2.data(), x2.data()), TINYLA_OK);
-  EXPECT_EQ(slogdet_inv_transposed(batch, n, a.data(), sign3.data(), logabs3.data(), x3.data()), TINYLA_OK);
-  EXPECT_EQ(inv_transposed(batch, n, a.data(), x4.data(), nullptr), TINYLA_OK);
-  // Bits must match exactly, except that a NaN's payload and sign depend on
-  // operand order inside an instruction, so NaNs are compared as "NaN".
-  std::vector<unsigned char> bytes;
-  auto append = [&](auto v) {
-    if constexpr (!std::is_integral_v<typename decltype(v)::value_type>)
-      for (auto& e : v)
-        if (isnan_any(e)) e = std::numeric_limits<R>::quiet_NaN();
-    const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-    bytes.insert(bytes.end(), p, p + v.size() * sizeof(v[0]));
-  };
-  append(sign), append(logabs), append(d), append(x), append(info), append(sol), append(info_s), append(sign2),
-      append(logabs2), append(x2), append(sign3), append(logabs3), append(x3), append(x4);
-  return bytes;
-}
 
 template <class T> class Consistency : public ::testing::Test {
  protected:

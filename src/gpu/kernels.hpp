@@ -1,0 +1,342 @@
+// The GPU kernels' bodies, written against a small block interface so that
+// the same code runs as a CUDA/HIP kernel (device_block in backend.cu) and on
+// the host, each GPU thread a host thread and sync a std::barrier (the tests'
+// host_block). The per-matrix math is src/kernels, instantiated for the scalar
+// lane: one GPU thread holds one matrix.
+//
+// A Block provides:
+//   int thread(), threads()          this thread's index in the block, block size
+//   int64_t block(), blocks()        this block's index in the grid, grid size
+//   void sync()                      block-wide barrier (__syncthreads)
+//   void* shared()                   the block's dynamic shared memory
+//
+// Two kernel shapes (launch_plan picks one, sizes from a table):
+// - per_thread: n <= max_per_thread_n, one matrix per thread, the matrix in
+//   registers (compile-time n, fully unrolled). The block's matrices are staged
+//   through shared memory so that global loads and stores coalesce.
+// - team: larger n. A team of threads per matrix; the matrix sits in shared
+//   memory (or in a global workspace when it does not fit), the threads
+//   exchange the pivot through shared memory; every elimination step is a
+//   column-parallel update, and the right-hand sides (identity columns for an
+//   inverse) are then solved one column per thread, straight in the output.
+// Both are grid-stride loops over the batch with 64-bit indices; no warp size
+// is assumed anywhere (every barrier is block-wide).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "job.hpp"
+#include "kernels/lu.hpp"
+
+namespace tinyla::TINYLA_KERNEL_NS {
+
+using std::int64_t;
+
+// What a kernel computes: the op's outputs are whichever job pointers are set.
+enum class family { determinant, inverse, solve };  // slogdet/det, inv/slogdet_inv, solve
+
+constexpr family family_of(op kind) {
+  return kind == op::solve ? family::solve
+                           : (kind == op::inv || kind == op::slogdet_inv ? family::inverse : family::determinant);
+}
+
+template <class T> TINYLA_HD T min_of(T a, T b) { return a < b ? a : b; }
+
+// ---- launch configuration (the table to tune) --------------------------------------
+
+inline constexpr int max_per_thread_n = 8;
+// Matrices (= threads) per block of the per-thread kernel, by n, for 8-byte
+// elements; halved per doubling of the element size (the staging buffer and
+// register file scale with it), and bounded by the shared-memory budget.
+inline constexpr int per_thread_block[max_per_thread_n + 1] = {256, 256, 256, 128, 128, 128, 64, 64, 64};
+// Team kernel: threads per block to aim for, and at most this many threads
+// per team (larger n: each thread owns several rows and columns).
+inline constexpr int team_threads_target = 128;
+inline constexpr int max_team_size = 128;
+
+struct plan_options {
+  // Shared memory a kernel may use without opting in to more (48 KiB is the
+  // default limit on NVIDIA; AMD's LDS is 64 KiB). Team kernels whose matrix
+  // does not fit use a global workspace.
+  int64_t shared_budget = 48 * 1024;
+  int per_thread_up_to = max_per_thread_n;  // larger n: the team kernel
+  int per_thread_block = 0;                 // 0: from the table
+  int team_size = 0;                        // 0: min(n, max_team_size)
+};
+
+struct launch_plan {
+  bool per_thread = true;
+  int block_threads = 1;   // threads per block
+  int team_size = 1;       // team kernel: threads per matrix
+  int64_t blocks = 0;      // grid size (0: nothing to launch)
+  int64_t shared_bytes = 0;
+  int64_t workspace_bytes = 0;  // team kernel whose matrix does not fit in shared memory: global scratch
+};
+
+// Matrix slot stride in elements: odd, so that thread t reading element k of
+// its own slot hits a different bank than thread t+1.
+constexpr int64_t staging_stride(int64_t n) { return (n * n) | 1; }
+
+// Per-team shared memory of the team kernel: pivot rows, the argmax
+// candidates (value, row) of each thread, then the matrix when it lives in
+// shared memory. Sizes rounded to 16 bytes keep every part aligned.
+template <class R> struct team_layout {
+  static constexpr int64_t up(int64_t bytes) { return (bytes + 15) / 16 * 16; }
+  int64_t values, rows, scratch;  // byte offsets; scratch = bytes before the matrix
+  constexpr team_layout(int team_size, int64_t n)
+      : values(up(n * 4)), rows(values + up(team_size * int64_t(sizeof(R)))), scratch(rows + up(team_size * 4)) {}
+};
+
+constexpr int64_t max_grid_blocks = int64_t(1) << 20;  // grid-stride beyond this
+constexpr int64_t max_workspace_blocks = 256;          // bounds the global workspace
+
+template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options o = {}) {
+  using R = real_of<lane_of<E>>;
+  launch_plan p;
+  if (jb.batch == 0) return p;
+  const int64_t n = jb.n, eb = sizeof(E);
+  if (n <= min_of(o.per_thread_up_to, max_per_thread_n)) {
+    int mpb = o.per_thread_block > 0 ? o.per_thread_block : per_thread_block[n] * 8 / int(eb < 8 ? 8 : eb);
+    while (mpb > 32 && mpb * staging_stride(n) * eb > o.shared_budget) mpb /= 2;
+    p.block_threads = mpb;
+    p.shared_bytes = mpb * staging_stride(n) * eb;
+    p.blocks = min_of((jb.batch + mpb - 1) / mpb, max_grid_blocks);
+    return p;
+  }
+  p.per_thread = false;
+  p.team_size = o.team_size > 0 ? o.team_size : int(min_of<int64_t>(n, max_team_size));
+  const team_layout<R> at(p.team_size, n);
+  const int64_t matrix = n * n * eb;
+  const bool in_shared = at.scratch + matrix <= o.shared_budget;
+  const int64_t per_team = at.up(in_shared ? at.scratch + matrix : at.scratch);
+  int64_t teams = min_of<int64_t>(team_threads_target / p.team_size, o.shared_budget / per_team);
+  teams = teams < 1 ? 1 : teams;
+  p.block_threads = int(teams) * p.team_size;
+  p.shared_bytes = teams * per_team;
+  p.blocks = min_of((jb.batch + teams - 1) / teams, in_shared ? max_grid_blocks : max_workspace_blocks);
+  if (!in_shared) p.workspace_bytes = p.blocks * teams * matrix;
+  return p;
+}
+
+// Calls visit.template operator()<F, N>() for the job's kernel: its family,
+// and the compile-time n of the per-thread kernel (N = -1: the team kernel).
+// The GPU launcher and the host emulation in the tests both dispatch here.
+template <class Visit> void dispatch_kernel(const job& jb, const launch_plan& plan, Visit&& visit) {
+  auto with_family = [&]<int N>() {
+    switch (family_of(jb.kind)) {
+      case family::determinant: return visit.template operator()<family::determinant, N>();
+      case family::inverse: return visit.template operator()<family::inverse, N>();
+      case family::solve: return visit.template operator()<family::solve, N>();
+    }
+  };
+  if (!plan.per_thread) return with_family.template operator()<-1>();
+  [&]<int... Ns>(std::integer_sequence<int, Ns...>) {
+    (void)((jb.n == Ns ? (with_family.template operator()<Ns>(), true) : false) || ...);
+  }(std::make_integer_sequence<int, max_per_thread_n + 1>{});
+}
+
+// ---- per-matrix outputs ---------------------------------------------------------------
+
+template <class E> TINYLA_HD void store_outputs(const job& jb, int64_t b, const det_accum<E>& acc, lane_of<E> info) {
+  if (jb.sign) static_cast<E*>(jb.sign)[b] = acc.reported_sign();
+  if (jb.logabsdet) static_cast<lane_of<E>*>(jb.logabsdet)[b] = acc.logabsdet();
+  if (jb.det) static_cast<E*>(jb.det)[b] = acc.determinant();
+  if (jb.info) jb.info[b] = std::int32_t(info);
+}
+
+// Copies count elements src -> dst, the block's threads striding together
+// (coalesced). src == dst (in-place solve) is a no-op copy.
+template <class E, class Block> TINYLA_HD void block_copy(Block& blk, const E* src, E* dst, int64_t count) {
+  if (src == dst) return;
+  for (int64_t i = blk.thread(); i < count; i += blk.threads()) dst[i] = src[i];
+}
+
+// ---- per-thread kernel ----------------------------------------------------------------
+
+// One matrix, compile-time n = N: slot holds A (staged), and receives the
+// inverse for family::inverse; solve works in place on x (which holds B).
+template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, int64_t b, E* slot) {
+  using L = lane_of<E>;
+  constexpr int nn = N * N;
+  constexpr shape<N, N> sq{};
+  E a[nn > 0 ? nn : 1];
+  for (int i = 0; i < nn; ++i) a[i] = slot[i];
+  det_accum<E> acc;
+  L info = L(0);
+  if constexpr (F == family::determinant) {
+    acc = determinant(sq, a);
+  } else if constexpr (F == family::inverse) {
+    E x[nn > 0 ? nn : 1];
+    info = invert(sq, a, x, acc, jb.transpose_x);  // n <= 2 transposes itself
+    if (jb.transpose_x && N > 2) {
+      for (int i = 0; i < N; ++i)
+        for (int j = 0; j < N; ++j) slot[j * N + i] = x[i * N + j];
+    } else {
+      for (int i = 0; i < nn; ++i) slot[i] = x[i];
+    }
+  } else {
+    info = solve(shape<N, -1>{N, int(jb.nrhs)}, a, static_cast<E*>(jb.x) + b * N * jb.nrhs, acc);
+  }
+  store_outputs(jb, b, acc, info);
+}
+
+template <family F, int N, class E, class Block> TINYLA_HD void per_thread_kernel(Block& blk, const job& jb) {
+  constexpr int64_t nn = int64_t(N) * N, stride = staging_stride(N);
+  E* staging = static_cast<E*>(blk.shared());
+  const int mpb = blk.threads(), t = blk.thread();
+  const E* a = static_cast<const E*>(jb.a);
+  E* x = static_cast<E*>(jb.x);
+  for (int64_t base = blk.block() * mpb; base < jb.batch; base += blk.blocks() * mpb) {
+    const int count = int(min_of<int64_t>(mpb, jb.batch - base));
+    if constexpr (N > 0)
+      for (int64_t i = t; i < count * nn; i += mpb) staging[i / nn * stride + i % nn] = a[base * nn + i];
+    if constexpr (F == family::solve) {
+      const int64_t nb = N * jb.nrhs;
+      block_copy(blk, static_cast<const E*>(jb.b) + base * nb, x + base * nb, count * nb);
+    }
+    blk.sync();
+    if (t < count) thread_matrix<F, N>(jb, base + t, staging + t * stride);
+    if constexpr (F == family::inverse && N > 0) {
+      blk.sync();
+      for (int64_t i = t; i < count * nn; i += mpb) x[base * nn + i] = staging[i / nn * stride + i % nn];
+    }
+    blk.sync();  // the next round's loads overwrite the staging buffer
+  }
+}
+
+// ---- team kernel ---------------------------------------------------------------------------
+
+// A team: `size` consecutive threads of the block working on one matrix.
+struct team_id {
+  int rank, size;
+};
+
+// LU with partial pivoting of the n x n matrix a (row-major), in place:
+// U in the upper triangle, the multipliers L below it, the pivot row of step k
+// in piv[k]. The same operations in the same order as eliminate() in
+// src/kernels/lu.hpp, so the results are bit-identical to the CPU's. Calls
+// blk.sync() 4n times whatever the data (every team of the block must).
+template <class E, class Block>
+TINYLA_HD lane_of<E> team_factor(Block& blk, team_id tm, int n, E* a, int* piv, lane_of<E>* best_val, int* best_row,
+                                 det_accum<E>& acc) {
+  using L = lane_of<E>;
+  L info = L(0);
+  for (int k = 0; k < n; ++k) {
+    // Pivot: LAPACK's first row of largest magnitude. Each thread scans its
+    // rows below k (NaN never wins a strict >), then every thread combines
+    // the team's candidates in the same order; a NaN or unbeaten diagonal stays.
+    const L diag = pivot_magnitude(a[k * n + k]);  // read before the barrier: rank 0 may swap it after
+    L cand = L(-1);
+    int cand_row = n;
+    for (int i = k + 1 + tm.rank; i < n; i += tm.size) {
+      const L v = pivot_magnitude(a[i * n + k]);
+      if (v > cand) cand = v, cand_row = i;
+    }
+    best_val[tm.rank] = cand, best_row[tm.rank] = cand_row;
+    blk.sync();
+    L best = L(-1);
+    int p = n;
+    for (int r = 0; r < tm.size; ++r)
+      if (best_val[r] > best || (best_val[r] == best && best_row[r] < p)) best = best_val[r], p = best_row[r];
+    if (!(best > diag)) p = k;
+    if (tm.rank == 0) piv[k] = p;
+    if (p != k)
+      for (int j = k + tm.rank; j < n; j += tm.size) {
+        const E u = a[k * n + j];
+        a[k * n + j] = a[p * n + j], a[p * n + j] = u;
+      }
+    blk.sync();
+    const pivot_inverse<E> pinv(a[k * n + k]);
+    acc.flip(p != k);
+    acc.multiply(pinv.p);
+    info = first_zero_pivot(info, pinv.p, k);
+    for (int i = k + 1 + tm.rank; i < n; i += tm.size) a[i * n + k] = pinv.apply(a[i * n + k]);
+    blk.sync();
+    for (int j = k + 1 + tm.rank; j < n; j += tm.size) {
+      const E u = a[k * n + j];
+      for (int i = k + 1; i < n; ++i) a[i * n + j] = sub_mul(a[i * n + j], a[i * n + k], u);
+    }
+    blk.sync();
+    if ((k & 15) == 15) acc.normalize();
+  }
+  acc.normalize();
+  return info;
+}
+
+// Solves A x = rhs for one column, given team_factor's LU and pivots; element
+// i of the column is col[i * ld]. Same order of operations as solve() in lu.hpp.
+template <class E>
+TINYLA_HD void solve_column(int n, const E* lu, const int* piv, E* col, int64_t ld, bool singular) {
+  for (int k = 0; k < n; ++k) {
+    const int p = piv[k];
+    if (p != k) {
+      const E u = col[k * ld];
+      col[k * ld] = col[p * ld], col[p * ld] = u;
+    }
+    const E xk = col[k * ld];
+    for (int i = k + 1; i < n; ++i) col[i * ld] = sub_mul(col[i * ld], lu[i * n + k], xk);
+  }
+  for (int i = n - 1; i >= 0; --i) {
+    E s = col[i * ld];
+    for (int c = i + 1; c < n; ++c) s = sub_mul(s, lu[i * n + c], col[c * ld]);
+    col[i * ld] = pivot_inverse<E>(lu[i * n + i]).apply(s);
+  }
+  if (singular)
+    for (int i = 0; i < n; ++i) col[i * ld] = nan_element<E>();
+}
+
+// workspace: null when the matrices fit in shared memory (plan_launch), else
+// blocks() * teams matrices of global scratch.
+template <family F, class E, class Block>
+TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspace) {
+  using L = lane_of<E>;
+  using R = real_of<L>;
+  const int n = int(jb.n);
+  const int64_t nn = int64_t(n) * n;
+  const int teams = blk.threads() / team_size, team = blk.thread() / team_size;
+  const team_id tm{blk.thread() % team_size, team_size};
+  const team_layout<R> at(team_size, n);  // must match plan_launch
+  const int64_t per_team = at.up(at.scratch + (workspace ? 0 : nn * int64_t(sizeof(E))));
+  char* mine = static_cast<char*>(blk.shared()) + team * per_team;
+  int* piv = reinterpret_cast<int*>(mine);
+  auto* best_val = reinterpret_cast<R*>(mine + at.values);
+  int* best_row = reinterpret_cast<int*>(mine + at.rows);
+  E* lu = workspace ? workspace + (blk.block() * teams + team) * nn : reinterpret_cast<E*>(mine + at.scratch);
+  const E* a = static_cast<const E*>(jb.a);
+  E* x = static_cast<E*>(jb.x);
+  const int64_t nx = F == family::solve ? n * jb.nrhs : nn;  // x elements per matrix
+  for (int64_t base = blk.block() * teams; base < jb.batch; base += blk.blocks() * teams) {
+    const int64_t b = base + team;
+    const bool active = b < jb.batch;
+    // Inactive teams (past the batch's end) factor whatever their slot holds:
+    // the barriers inside team_factor are block-wide.
+    if (active) for (int64_t i = tm.rank; i < nn; i += team_size) lu[i] = a[b * nn + i];
+    if constexpr (F == family::solve) {
+      const int count = int(min_of<int64_t>(teams, jb.batch - base));
+      block_copy(blk, static_cast<const E*>(jb.b) + base * nx, x + base * nx, count * nx);
+    }
+    blk.sync();
+    det_accum<E> acc;
+    const L info = team_factor(blk, tm, n, lu, piv, best_val, best_row, acc);
+    if (active) {
+      if constexpr (F != family::determinant) {
+        const int m = F == family::solve ? int(jb.nrhs) : n;
+        // Column j of the solution; for an inverse, column j of the identity,
+        // stored as row j when the transpose is asked for.
+        const bool tr = F == family::inverse && jb.transpose_x;
+        for (int j = tm.rank; j < m; j += team_size) {
+          E* col = x + b * nx + (tr ? int64_t(j) * n : j);
+          const int64_t ld = tr ? 1 : m;
+          if constexpr (F == family::inverse)
+            for (int i = 0; i < n; ++i) col[i * ld] = make_element<E>(i == j ? 1.0 : 0.0);
+          solve_column(n, lu, piv, col, ld, info != L(0));
+        }
+      }
+      if (tm.rank == 0) store_outputs(jb, b, acc, info);
+    }
+    blk.sync();  // the next round overwrites lu and piv
+  }
+}
+
+}  // namespace tinyla::TINYLA_KERNEL_NS

@@ -1,0 +1,80 @@
+// One validated call of the C API, shared by the CPU and GPU backends: which
+// op, the sizes, and the (host or device) pointers. validate() is the C API's
+// argument check, the same for every backend.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+
+#include "tinyla/tinyla.h"
+
+namespace tinyla {
+
+enum class dtype : int { f32 = 0, f64 = 1, c64 = 2, c128 = 3 };
+enum class op : int { slogdet, det, inv, solve, slogdet_inv };
+
+// Pointers are to the whole batch; a backend may process any sub-range
+// [begin, end) of matrices. Unused outputs are null.
+struct job {
+  op kind;
+  std::int64_t batch, n, nrhs;
+  const void* a;       // (batch, n, n)
+  const void* b;       // (batch, n, nrhs) for solve
+  void* x;             // inverse (batch, n, n) or solution (batch, n, nrhs)
+  void* sign;          // (batch) real sign or complex phase
+  void* logabsdet;     // (batch) real
+  void* det;           // (batch) element type
+  std::int32_t* info;  // (batch), nullable
+  bool transpose_x = false;  // inv / slogdet_inv: write x[b][j][i] = (A_b^-1)[i][j]
+};
+
+constexpr int element_bytes(dtype t) {
+  switch (t) {
+    case dtype::f32: return 4;
+    case dtype::f64: return 8;
+    case dtype::c64: return 8;
+    case dtype::c128: return 16;
+  }
+  return 0;
+}
+
+// count = batch * rows * cols elements, false if it (or its size in bytes)
+// does not fit in int64 / size_t.
+inline bool element_count(std::int64_t batch, std::int64_t rows, std::int64_t cols, dtype t, std::int64_t& count) {
+  std::int64_t bytes;
+  return !__builtin_mul_overflow(batch, rows, &count) && !__builtin_mul_overflow(count, cols, &count) &&
+         !__builtin_mul_overflow(count, std::int64_t(element_bytes(t)), &bytes) &&
+         std::uint64_t(bytes) <= std::uint64_t(SIZE_MAX);
+}
+
+// TINYLA_OK or TINYLA_INVALID_ARGUMENT (nothing may be written then).
+inline tinyla_status validate(dtype t, const job& jb) {
+  // n is also a LAPACK integer on the CPU's large-n path.
+  if (jb.batch < 0 || jb.n < 0 || jb.n > INT_MAX || jb.nrhs < 0 || jb.nrhs > INT_MAX)
+    return TINYLA_INVALID_ARGUMENT;
+  std::int64_t a_count, b_count = 0;
+  if (!element_count(jb.batch, jb.n, jb.n, t, a_count)) return TINYLA_INVALID_ARGUMENT;
+  if (jb.kind == op::solve && !element_count(jb.batch, jb.n, jb.nrhs, t, b_count)) return TINYLA_INVALID_ARGUMENT;
+  if (a_count > 0 && !jb.a) return TINYLA_INVALID_ARGUMENT;
+  const bool per_matrix = jb.batch > 0;
+  switch (jb.kind) {
+    case op::slogdet:
+      if (per_matrix && (!jb.sign || !jb.logabsdet)) return TINYLA_INVALID_ARGUMENT;
+      break;
+    case op::det:
+      if (per_matrix && !jb.det) return TINYLA_INVALID_ARGUMENT;
+      break;
+    case op::inv:
+      if (a_count > 0 && !jb.x) return TINYLA_INVALID_ARGUMENT;
+      break;
+    case op::solve:
+      if (b_count > 0 && (!jb.b || !jb.x)) return TINYLA_INVALID_ARGUMENT;
+      break;
+    case op::slogdet_inv:
+      if ((per_matrix && (!jb.sign || !jb.logabsdet)) || (a_count > 0 && !jb.x)) return TINYLA_INVALID_ARGUMENT;
+      break;
+  }
+  return TINYLA_OK;
+}
+
+}  // namespace tinyla

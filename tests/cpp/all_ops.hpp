@@ -1,0 +1,85 @@
+// Every op of the C API over one batch, through any backend that runs a
+// validated job: the CPU backends (what the C API calls) or the GPU kernel
+// bodies emulated on host threads. The outputs come back as bytes, so that
+// backends can be compared bit for bit.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cpu/dispatch.hpp"
+#include "job.hpp"
+#include "reference.hpp"
+
+namespace ref {
+
+template <class T> constexpr tinyla::dtype dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return tinyla::dtype::f32;
+  else if constexpr (std::is_same_v<T, double>) return tinyla::dtype::f64;
+  else if constexpr (std::is_same_v<T, std::complex<float>>) return tinyla::dtype::c64;
+  else return tinyla::dtype::c128;
+}
+
+// What the C API does with a job.
+inline tinyla_status run_on_cpu(tinyla::dtype t, const tinyla::job& jb) {
+  if (tinyla_status s = tinyla::validate(t, jb); s != TINYLA_OK) return s;
+  return tinyla::cpu::execute(t, jb) ? TINYLA_OK : TINYLA_OUT_OF_MEMORY;
+}
+
+// Runs every op over a batch mixing random, singular, NaN, subnormal-pivot and
+// scaled matrices; returns all outputs as bytes. run(dtype, job) -> status.
+template <class T, class Runner = decltype(&run_on_cpu)>
+std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_on_cpu) {
+  using R = real_t<T>;
+  using tinyla::op;
+  auto a = make_batch<T>(kind::random, batch, n, 4242 + n);
+  for (int64_t b = 0; b < batch && n > 0; b += 5) {
+    T* m = a.data() + b * n * n;
+    switch ((b / 5) % 5) {
+      case 0: for (int i = 0; i < n * n; ++i) m[i] *= R(1e-40) * std::numeric_limits<R>::min(); break;  // tiny pivots
+      case 1: for (int i = 0; i < n; ++i) m[i * n] = T(0); break;                                       // singular
+      case 2: m[(b / 5) % (n * n)] = T(std::numeric_limits<R>::quiet_NaN()); break;
+      case 3: for (int i = 0; i < n * n; ++i) m[i] *= big_scale<T>(); break;
+      default: break;
+    }
+  }
+  const int64_t wide = 2 * n + 1;  // a second right-hand side: more columns than a team has threads
+  const auto rhs = make_batch<T>(kind::random, batch, n, 7);  // (batch, n, n): nrhs = n
+  const auto rhs2 = make_batch<T>(kind::random, batch * wide, 1, 8);
+  std::vector<T> sign(batch), d(batch), x(a.size()), sol(rhs.size()), sol2(rhs2.size() * n), sign2(batch),
+      x2(a.size()), sign3(batch), x3(a.size()), x4(a.size());
+  std::vector<R> logabs(batch), logabs2(batch), logabs3(batch);
+  std::vector<int32_t> info(batch), info_s(batch), info_s2(batch);
+  std::vector<T> b2(rhs2.size() * n);
+  for (size_t i = 0; i < b2.size(); ++i) b2[i] = rhs2[i % rhs2.size()] * R(1 + int(i % 3));
+  const tinyla::dtype t = dtype_of<T>();
+  const tinyla::job jobs[] = {
+      {op::slogdet, batch, n, 0, a.data(), nullptr, nullptr, sign.data(), logabs.data(), nullptr, nullptr},
+      {op::det, batch, n, 0, a.data(), nullptr, nullptr, nullptr, nullptr, d.data(), nullptr},
+      {op::inv, batch, n, 0, a.data(), nullptr, x.data(), nullptr, nullptr, nullptr, info.data()},
+      {op::solve, batch, n, n, a.data(), rhs.data(), sol.data(), nullptr, nullptr, nullptr, info_s.data()},
+      {op::solve, batch, n, wide, a.data(), b2.data(), sol2.data(), nullptr, nullptr, nullptr, info_s2.data()},
+      {op::slogdet_inv, batch, n, 0, a.data(), nullptr, x2.data(), sign2.data(), logabs2.data(), nullptr, nullptr},
+      {op::slogdet_inv, batch, n, 0, a.data(), nullptr, x3.data(), sign3.data(), logabs3.data(), nullptr, nullptr,
+       true},
+      {op::inv, batch, n, 0, a.data(), nullptr, x4.data(), nullptr, nullptr, nullptr, nullptr, true},
+  };
+  for (const auto& jb : jobs) EXPECT_EQ(run(t, jb), TINYLA_OK) << "op " << int(jb.kind);
+  // Bits must match exactly, except that a NaN's payload and sign depend on
+  // operand order inside an instruction, so NaNs are compared as "NaN".
+  std::vector<unsigned char> bytes;
+  auto append = [&](auto v) {
+    if constexpr (!std::is_integral_v<typename decltype(v)::value_type>)
+      for (auto& e : v)
+        if (isnan_any(e)) e = std::numeric_limits<R>::quiet_NaN();
+    const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+    bytes.insert(bytes.end(), p, p + v.size() * sizeof(v[0]));
+  };
+  append(sign), append(logabs), append(d), append(x), append(info), append(sol), append(info_s), append(sol2),
+      append(info_s2), append(sign2), append(logabs2), append(x2), append(sign3), append(logabs3), append(x3),
+      append(x4);
+  return bytes;
+}
+
+}  // namespace ref

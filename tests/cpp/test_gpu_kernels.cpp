@@ -1,0 +1,159 @@
+// The GPU kernels run on the host: every GPU thread a host thread, the block
+// barrier a std::barrier, shared memory a host buffer. The kernel bodies,
+// their launch plan (src/gpu/kernels.hpp) and the grid-stride loops are the
+// code the CUDA/HIP build compiles; here they must give the CPU backend's
+// bits (same src/kernels math), on a grid smaller than the batch so that
+// every block strides.
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <thread>
+
+#include "all_ops.hpp"
+#include "cpu/dispatch.hpp"
+#include "gpu/kernels.hpp"
+
+namespace {
+
+using namespace ref;
+namespace kern = tinyla::TINYLA_KERNEL_NS;
+
+// The kernels' element type for T (complex: cplx, layout-compatible).
+template <class T> using element_of = std::conditional_t<is_complex<T>, kern::cplx<real_t<T>>, T>;
+
+struct host_block {
+  int tid, nthreads;
+  int64_t bid, nblocks;
+  std::barrier<>* bar;
+  void* smem;
+  int thread() const { return tid; }
+  int threads() const { return nthreads; }
+  int64_t block() const { return bid; }
+  int64_t blocks() const { return nblocks; }
+  void sync() { bar->arrive_and_wait(); }
+  void* shared() const { return smem; }
+};
+
+// Runs body(block) for every thread of `blocks` blocks, one block at a time.
+template <class Body> void run_grid(int64_t blocks, int threads, int64_t shared_bytes, Body body) {
+  std::vector<std::max_align_t> smem(size_t(shared_bytes) / sizeof(std::max_align_t) + 1);
+  for (int64_t b = 0; b < blocks; ++b) {
+    std::barrier<> bar(threads);
+    std::vector<std::jthread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        host_block blk{t, threads, b, blocks, &bar, smem.data()};
+        body(blk);
+      });
+  }
+}
+
+// The kernels planned with `options`, on at most max_blocks blocks.
+template <class T> auto emulated_gpu(int64_t max_blocks, kern::plan_options options = {}) {
+  return [=](tinyla::dtype, const tinyla::job& jb) {
+    if (tinyla_status s = tinyla::validate(dtype_of<T>(), jb); s != TINYLA_OK) return s;
+    using E = element_of<T>;
+    const kern::launch_plan plan = kern::plan_launch<E>(jb, options);
+    if (plan.blocks == 0) return TINYLA_OK;
+    std::vector<E> workspace(size_t(plan.workspace_bytes) / sizeof(E));
+    kern::dispatch_kernel(jb, plan, [&]<kern::family F, int N>() {
+      run_grid(std::min(plan.blocks, max_blocks), plan.block_threads, plan.shared_bytes, [&](host_block& blk) {
+        if constexpr (N >= 0) kern::per_thread_kernel<F, N, E>(blk, jb);
+        else kern::team_kernel<F, E>(blk, jb, plan.team_size, workspace.empty() ? nullptr : workspace.data());
+      });
+    });
+    return TINYLA_OK;
+  };
+}
+
+template <class T> class GpuKernels : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(tinyla::cpu::select_backend("scalar")); }
+  void TearDown() override { tinyla::cpu::select_backend(best_); }
+  const char* best_ = tinyla_cpu_backend();
+};
+using Types = ::testing::Types<float, double, std::complex<float>, std::complex<double>>;
+TYPED_TEST_SUITE(GpuKernels, Types);
+
+// Every per-thread size, on blocks of 32 threads; the grid (2 blocks) strides.
+TYPED_TEST(GpuKernels, PerThreadKernelMatchesCpuBitForBit) {
+  using T = TypeParam;
+  for (int n = 0; n <= kern::max_per_thread_n; ++n) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const kern::plan_options o{.per_thread_block = 32};
+    EXPECT_TRUE(run_all_ops<T>(n, 150, emulated_gpu<T>(2, o)) == run_all_ops<T>(n, 150));
+  }
+}
+
+// The block sizes of the table.
+TYPED_TEST(GpuKernels, PerThreadKernelAsPlannedMatchesCpu) {
+  using T = TypeParam;
+  for (int n : {1, 3, 8}) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const tinyla::job probe{tinyla::op::slogdet, 1, n, 0};
+    const int64_t batch = 2 * kern::plan_launch<element_of<T>>(probe).block_threads + 7;
+    EXPECT_TRUE(run_all_ops<T>(n, batch, emulated_gpu<T>(2)) == run_all_ops<T>(n, batch));
+  }
+}
+
+// Team kernel as planned past the per-thread sizes, up to the end of the
+// CPU's fast path (the same LU there, so the bits must agree). The kernel's n
+// is a run-time value: a few sizes cover its loops (each host-thread barrier
+// costs microseconds, and there are 4n per matrix).
+TYPED_TEST(GpuKernels, TeamKernelMatchesCpuBitForBit) {
+  using T = TypeParam;
+  for (int n : {kern::max_per_thread_n + 1, 16, 32}) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    EXPECT_TRUE(run_all_ops<T>(n, 26, emulated_gpu<T>(2)) == run_all_ops<T>(n, 26));
+  }
+}
+
+// The team kernel at the small sizes (n <= 2 are closed forms, not LU), with
+// more threads per team than rows, fewer, and one.
+TYPED_TEST(GpuKernels, TeamKernelAnyTeamSizeMatchesCpu) {
+  using T = TypeParam;
+  for (int n : {3, 5, 13}) {
+    for (int team : {1, 4, n + 2}) {
+      SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " team=" + std::to_string(team));
+      const kern::plan_options o{.per_thread_up_to = 2, .team_size = team};
+      EXPECT_TRUE(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o)) == run_all_ops<T>(n, 23));
+    }
+  }
+}
+
+// Matrices too large for the shared-memory budget live in a global workspace.
+TYPED_TEST(GpuKernels, TeamKernelWithGlobalWorkspaceMatchesCpu) {
+  using T = TypeParam;
+  for (int n : {9, 20}) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const kern::plan_options o{.shared_budget = 256};  // less than one matrix
+    tinyla::job probe{tinyla::op::slogdet, 23, n, 0};
+    ASSERT_GT(kern::plan_launch<element_of<T>>(probe, o).workspace_bytes, 0);
+    EXPECT_TRUE(run_all_ops<T>(n, 23, emulated_gpu<T>(3, o)) == run_all_ops<T>(n, 23));
+  }
+}
+
+// Past the CPU's fast path (n > 32: LAPACK there): as accurate as LAPACK,
+// both measured against the long-double LU.
+TYPED_TEST(GpuKernels, LargeNAsAccurateAsLapack) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  const int n = 40;
+  const int64_t batch = 5;
+  const auto a = make_batch<T>(kind::random, batch, n, 99);
+  std::vector<T> sign(batch), x(a.size());
+  std::vector<R> logabs(batch);
+  const tinyla::job jb{tinyla::op::slogdet_inv, batch, n, 0, a.data(), nullptr, x.data(), sign.data(), logabs.data(),
+                       nullptr, nullptr};
+  ASSERT_EQ(emulated_gpu<T>(2)(dtype_of<T>(), jb), TINYLA_OK);
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto wide = wide_lu(a.data() + b * n * n, n, true);
+    const auto lapack = lapack_lu(a.data() + b * n * n, n, true);
+    const long double floor = n * eps<T>();
+    EXPECT_LE(std::abs(logabs[b] - wide.logabs), 32 * std::abs(lapack.logabs - wide.logabs) + floor * std::abs(wide.logabs));
+    EXPECT_LE(std::abs(wide_t<T>(sign[b]) - wide.sign), 32 * std::abs(wide_t<T>(lapack.sign) - wide.sign) + floor);
+    EXPECT_LE(rel_err_F(x, wide.inv, b * n * n, n * n), 32 * rel_err_F(lapack.inv, wide.inv, 0, n * n) + floor);
+  }
+}
+
+}  // namespace
