@@ -78,37 +78,37 @@ template <class T> auto ptr(T* p) {
     return p;
 }
 
-#define TINYLA_CPP_DISPATCH(name, ...)                                                                   \
-  if constexpr (std::is_same_v<T, float>) return tinyla_##name##_f32(__VA_ARGS__);                      \
-  else if constexpr (std::is_same_v<T, double>) return tinyla_##name##_f64(__VA_ARGS__);                 \
-  else if constexpr (std::is_same_v<T, std::complex<float>>) return tinyla_##name##_c64(__VA_ARGS__);    \
-  else return tinyla_##name##_c128(__VA_ARGS__);
+// Calls fn_f32 / fn_f64 / fn_c64 / fn_c128 by T (also used by tinyla/gpu.hpp).
+#define TINYLA_DISPATCH_BY_ELEMENT(fn, ...)                                                          \
+  if constexpr (std::is_same_v<T, float>) return fn##_f32(__VA_ARGS__);                              \
+  else if constexpr (std::is_same_v<T, double>) return fn##_f64(__VA_ARGS__);                         \
+  else if constexpr (std::is_same_v<T, std::complex<float>>) return fn##_c64(__VA_ARGS__);            \
+  else return fn##_c128(__VA_ARGS__);
 
 template <class T> tinyla_status c_slogdet(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l) {
-  TINYLA_CPP_DISPATCH(slogdet, b, n, ptr(a), ptr(s), l)
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_slogdet, b, n, ptr(a), ptr(s), l)
 }
 template <class T> tinyla_status c_det(std::int64_t b, std::int64_t n, const T* a, T* d) {
-  TINYLA_CPP_DISPATCH(det, b, n, ptr(a), ptr(d))
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_det, b, n, ptr(a), ptr(d))
 }
 template <class T> tinyla_status c_inv(std::int64_t b, std::int64_t n, const T* a, T* x, std::int32_t* info) {
-  TINYLA_CPP_DISPATCH(inv, b, n, ptr(a), ptr(x), info)
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_inv, b, n, ptr(a), ptr(x), info)
 }
 template <class T>
 tinyla_status c_solve(std::int64_t b, std::int64_t n, std::int64_t m, const T* a, const T* r, T* x, std::int32_t* info) {
-  TINYLA_CPP_DISPATCH(solve, b, n, m, ptr(a), ptr(r), ptr(x), info)
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_solve, b, n, m, ptr(a), ptr(r), ptr(x), info)
 }
 template <class T>
 tinyla_status c_slogdet_inv(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l, T* x) {
-  TINYLA_CPP_DISPATCH(slogdet_inv, b, n, ptr(a), ptr(s), l, ptr(x))
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_slogdet_inv, b, n, ptr(a), ptr(s), l, ptr(x))
 }
 template <class T> tinyla_status c_inv_transposed(std::int64_t b, std::int64_t n, const T* a, T* x, std::int32_t* info) {
-  TINYLA_CPP_DISPATCH(inv_transposed, b, n, ptr(a), ptr(x), info)
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_inv_transposed, b, n, ptr(a), ptr(x), info)
 }
 template <class T>
 tinyla_status c_slogdet_inv_transposed(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l, T* x) {
-  TINYLA_CPP_DISPATCH(slogdet_inv_transposed, b, n, ptr(a), ptr(s), l, ptr(x))
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_slogdet_inv_transposed, b, n, ptr(a), ptr(s), l, ptr(x))
 }
-#undef TINYLA_CPP_DISPATCH
 
 }  // namespace detail
 

@@ -46,6 +46,15 @@ template <class T> TINYLA_HD T min_of(T a, T b) { return a < b ? a : b; }
 // ---- launch configuration (the table to tune) --------------------------------------
 
 inline constexpr int max_per_thread_n = 8;
+// ... and only while the matrices a thread keeps live fit in this many 32-bit
+// registers (A, plus X for an inverse; a solve's B stays in global memory):
+// past that the compiler spills them to local memory (measured with ptxas -v
+// on sm_90: complex128 n = 6 inverses spill, n = 5 use 254 registers).
+inline constexpr int per_thread_register_budget = 200;
+template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
+  const int64_t words = (f == family::inverse ? 2 : 1) * n * n * int64_t(sizeof(E)) / 4;
+  return n <= max_per_thread_n && words <= per_thread_register_budget;
+}
 // Matrices (= threads) per block of the per-thread kernel, by n, for 8-byte
 // elements; halved per doubling of the element size (the staging buffer and
 // register file scale with it), and bounded by the shared-memory budget.
@@ -60,7 +69,7 @@ struct plan_options {
   // default limit on NVIDIA; AMD's LDS is 64 KiB). Team kernels whose matrix
   // does not fit use a global workspace.
   int64_t shared_budget = 48 * 1024;
-  int per_thread_up_to = max_per_thread_n;  // larger n: the team kernel
+  int per_thread_up_to = max_per_thread_n;  // larger n (or past the register budget): the team kernel
   int per_thread_block = 0;                 // 0: from the table
   int team_size = 0;                        // 0: min(n, max_team_size)
 };
@@ -96,7 +105,7 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
   launch_plan p;
   if (jb.batch == 0) return p;
   const int64_t n = jb.n, eb = sizeof(E);
-  if (n <= min_of(o.per_thread_up_to, max_per_thread_n)) {
+  if (n <= o.per_thread_up_to && per_thread_fits<E>(family_of(jb.kind), n)) {
     int mpb = o.per_thread_block > 0 ? o.per_thread_block : per_thread_block[n] * 8 / int(eb < 8 ? 8 : eb);
     while (mpb > 32 && mpb * staging_stride(n) * eb > o.shared_budget) mpb /= 2;
     p.block_threads = mpb;
@@ -122,12 +131,15 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
 // Calls visit.template operator()<F, N>() for the job's kernel: its family,
 // and the compile-time n of the per-thread kernel (N = -1: the team kernel).
 // The GPU launcher and the host emulation in the tests both dispatch here.
-template <class Visit> void dispatch_kernel(const job& jb, const launch_plan& plan, Visit&& visit) {
+template <class E, class Visit> void dispatch_kernel(const job& jb, const launch_plan& plan, Visit&& visit) {
   auto with_family = [&]<int N>() {
+    auto kernel = [&]<family F>() {  // instantiates only the per-thread kernels plan_launch can pick
+      if constexpr (N < 0 || per_thread_fits<E>(F, N)) visit.template operator()<F, N>();
+    };
     switch (family_of(jb.kind)) {
-      case family::determinant: return visit.template operator()<family::determinant, N>();
-      case family::inverse: return visit.template operator()<family::inverse, N>();
-      case family::solve: return visit.template operator()<family::solve, N>();
+      case family::determinant: return kernel.template operator()<family::determinant>();
+      case family::inverse: return kernel.template operator()<family::inverse>();
+      case family::solve: return kernel.template operator()<family::solve>();
     }
   };
   if (!plan.per_thread) return with_family.template operator()<-1>();
@@ -161,6 +173,7 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
   constexpr int nn = N * N;
   constexpr shape<N, N> sq{};
   E a[nn > 0 ? nn : 1];
+  TINYLA_UNROLL
   for (int i = 0; i < nn; ++i) a[i] = slot[i];
   det_accum<E> acc;
   L info = L(0);
@@ -170,9 +183,12 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
     E x[nn > 0 ? nn : 1];
     info = invert(sq, a, x, acc, jb.transpose_x);  // n <= 2 transposes itself
     if (jb.transpose_x && N > 2) {
+      TINYLA_UNROLL
       for (int i = 0; i < N; ++i)
+        TINYLA_UNROLL
         for (int j = 0; j < N; ++j) slot[j * N + i] = x[i * N + j];
     } else {
+      TINYLA_UNROLL
       for (int i = 0; i < nn; ++i) slot[i] = x[i];
     }
   } else {

@@ -24,10 +24,25 @@
 #define TINYLA_KERNEL_NS kern
 #endif
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define TINYLA_HD __host__ __device__ __forceinline__
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#define TINYLA_HD __host__ __device__ inline __attribute__((always_inline))
 #else
 #define TINYLA_HD inline __attribute__((always_inline))
+#endif
+
+// Loop unrolling. GPU compilers unroll a loop fully only when asked, and a
+// compile-time-size matrix stays in registers only when every loop over it is
+// unrolled (else it lives in local memory): TINYLA_UNROLL marks those loops
+// (full unroll where the trip count is a constant, no effect otherwise).
+// On the CPU, GCC peels them by itself (CMake raises its limits) and
+// TINYLA_UNROLL_INNER keeps the innermost update loops unrolled by 8 for the
+// run-time sizes.
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#define TINYLA_UNROLL _Pragma("unroll")
+#define TINYLA_UNROLL_INNER _Pragma("unroll")
+#else
+#define TINYLA_UNROLL
+#define TINYLA_UNROLL_INNER _Pragma("GCC unroll 8")
 #endif
 
 namespace tinyla::TINYLA_KERNEL_NS {

@@ -92,7 +92,7 @@ template <class E> struct pivot_inverse {
 };
 
 template <class E, class M> TINYLA_HD void swap_where(M t, E* x, E* y, int len) {
-#pragma GCC unroll 8
+  TINYLA_UNROLL_INNER
   for (int j = 0; j < len; ++j) {
     E u = x[j], v = y[j];
     x[j] = select(t, v, u);
@@ -112,15 +112,18 @@ template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_
   using L = lane_of<E>;
   const int n = s.n(), m = s.m();
   L info = L(0);
+  TINYLA_UNROLL
   for (int k = 0; k < n; ++k) {
     L best = pivot_magnitude(a[k * n + k]);
     L piv = L(k);
+    TINYLA_UNROLL
     for (int i = k + 1; i < n; ++i) {
       L v = pivot_magnitude(a[i * n + k]);
       auto t = v > best;  // strict: the first maximum wins, as in i?amax
       best = select(t, v, best);
       piv = select(t, L(i), piv);
     }
+    TINYLA_UNROLL
     for (int i = k + 1; i < n; ++i) {
       auto t = piv == L(i);
       // At most W of the rows below are some lane's pivot row: for larger n,
@@ -134,11 +137,12 @@ template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_
     const pivot_inverse<E> pinv(a[k * n + k]);
     acc.multiply(pinv.p);
     info = first_zero_pivot(info, pinv.p, k);
+    TINYLA_UNROLL
     for (int i = k + 1; i < n; ++i) {
       const E l = pinv.apply(a[i * n + k]);
-#pragma GCC unroll 8
+      TINYLA_UNROLL_INNER
       for (int j = k + 1; j < n; ++j) a[i * n + j] = sub_mul(a[i * n + j], l, a[k * n + j]);
-#pragma GCC unroll 8
+      TINYLA_UNROLL_INNER
       for (int j = 0; j < m; ++j) b[i * m + j] = sub_mul(b[i * m + j], l, b[k * m + j]);
     }
     if ((k & 15) == 15) acc.normalize();  // mant >= 2^-16 here: never underflows
@@ -150,13 +154,16 @@ template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_
 // Solves U X = B in place (U: upper triangle of a).
 template <class S, class E> TINYLA_HD void back_substitute(S s, const E* a, E* b) {
   const int n = s.n(), m = s.m();
+  TINYLA_UNROLL
   for (int i = n - 1; i >= 0; --i) {
+    TINYLA_UNROLL
     for (int c = i + 1; c < n; ++c) {
       const E u = a[i * n + c];
-#pragma GCC unroll 8
+      TINYLA_UNROLL_INNER
       for (int j = 0; j < m; ++j) b[i * m + j] = sub_mul(b[i * m + j], u, b[c * m + j]);
     }
     const pivot_inverse<E> pinv(a[i * n + i]);
+    TINYLA_UNROLL
     for (int j = 0; j < m; ++j) b[i * m + j] = pinv.apply(b[i * m + j]);
   }
 }
@@ -283,6 +290,7 @@ template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accu
   const auto singular = info != L(0);
   const E nan = nan_element<E>();
   if (any_of(singular))
+    TINYLA_UNROLL
     for (int j = 0; j < n * m; ++j) b[j] = select(singular, nan, b[j]);
   return info;
 }
@@ -322,12 +330,18 @@ template <class E> TINYLA_HD lane_of<E> invert_2x2(const E* a, E* x, det_accum<E
 // transposed writes (A^-1)^T instead; larger n ignore it (the caller transposes).
 template <int N, class E>
 TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, E* x, det_accum<E>& acc, bool transposed = false) {
-  const int n = s.n();
-  if constexpr (N < 0 || N == 2)
-    if (n == 2) return invert_2x2(a, x, acc, transposed);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) x[i * n + j] = make_element<E>(i == j ? 1.0 : 0.0);
-  return solve(s, a, x, acc);
+  if constexpr (N == 2) {
+    return invert_2x2(a, x, acc, transposed);
+  } else {
+    const int n = s.n();
+    if constexpr (N < 0)
+      if (n == 2) return invert_2x2(a, x, acc, transposed);
+    TINYLA_UNROLL
+    for (int i = 0; i < n; ++i)
+      TINYLA_UNROLL
+      for (int j = 0; j < n; ++j) x[i * n + j] = make_element<E>(i == j ? 1.0 : 0.0);
+    return solve(s, a, x, acc);
+  }
 }
 
 }  // namespace tinyla::TINYLA_KERNEL_NS

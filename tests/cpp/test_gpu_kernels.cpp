@@ -56,7 +56,7 @@ template <class T> auto emulated_gpu(int64_t max_blocks, kern::plan_options opti
     const kern::launch_plan plan = kern::plan_launch<E>(jb, options);
     if (plan.blocks == 0) return TINYLA_OK;
     std::vector<E> workspace(size_t(plan.workspace_bytes) / sizeof(E));
-    kern::dispatch_kernel(jb, plan, [&]<kern::family F, int N>() {
+    kern::dispatch_kernel<E>(jb, plan, [&]<kern::family F, int N>() {
       run_grid(std::min(plan.blocks, max_blocks), plan.block_threads, plan.shared_bytes, [&](host_block& blk) {
         if constexpr (N >= 0) kern::per_thread_kernel<F, N, E>(blk, jb);
         else kern::team_kernel<F, E>(blk, jb, plan.team_size, workspace.empty() ? nullptr : workspace.data());
