@@ -1,0 +1,213 @@
+// The GPU backend on a device: every op, dtype and size against the CPU
+// backend's bits (the same src/kernels math; the GPU build contracts no fma
+// the kernels do not call), n past the fast path against LAPACK, streams,
+// in-place calls, 64-bit indexing. Without a device (this project's CI) the
+// device tests skip, saying so, and the no-device error path is checked instead.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "all_ops.hpp"
+#include "gpu/vendor.hpp"
+#include "tinyla/gpu.hpp"
+
+namespace {
+
+using namespace ref;
+using tinyla::op;
+
+bool have_device() {
+  int count = 0;
+  return gpuGetDeviceCount(&count) == gpuSuccess && count > 0;
+}
+#define REQUIRE_DEVICE() \
+  if (!have_device()) GTEST_SKIP() << "no " TINYLA_GPU_PLATFORM " device on this machine"
+
+struct device_buffer {
+  void* p = nullptr;
+  explicit device_buffer(size_t bytes) {
+    if (bytes) EXPECT_EQ(gpuMalloc(&p, bytes), gpuSuccess) << bytes << " bytes";
+  }
+  ~device_buffer() {
+    if (p) (void)gpuFree(p);
+  }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+};
+
+void to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) ASSERT_EQ(gpuMemcpy(dst, src, bytes, gpuMemcpyHostToDevice), gpuSuccess);
+}
+void to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes) ASSERT_EQ(gpuMemcpy(dst, src, bytes, gpuMemcpyDeviceToHost), gpuSuccess);
+}
+
+// One job with device pointers through the GPU C API.
+template <class T> tinyla_status submit(const tinyla::job& d, void* stream) {
+  namespace g = tinyla::gpu::detail;
+  const auto* a = static_cast<const T*>(d.a);
+  auto* x = static_cast<T*>(d.x);
+  auto* sign = static_cast<T*>(d.sign);
+  auto* logabs = static_cast<real_t<T>*>(d.logabsdet);
+  switch (d.kind) {
+    case op::slogdet: return g::c_slogdet<T>(d.batch, d.n, a, sign, logabs, stream);
+    case op::det: return g::c_det<T>(d.batch, d.n, a, static_cast<T*>(d.det), stream);
+    case op::inv: return (d.transpose_x ? g::c_inv_transposed<T> : g::c_inv<T>)(d.batch, d.n, a, x, d.info, stream);
+    case op::solve:
+      return g::c_solve<T>(d.batch, d.n, d.nrhs, a, static_cast<const T*>(d.b), x, d.info, stream);
+    case op::slogdet_inv:
+      return (d.transpose_x ? g::c_slogdet_inv_transposed<T> : g::c_slogdet_inv<T>)(d.batch, d.n, a, sign, logabs, x,
+                                                                                   stream);
+  }
+  return TINYLA_INVALID_ARGUMENT;
+}
+
+// A runner for run_all_ops: copies the job's arrays to the device, runs it on
+// `stream`, copies the results back.
+template <class T> auto on_gpu(gpuStream_t stream) {
+  return [stream](tinyla::dtype, const tinyla::job& jb) {
+    const size_t e = sizeof(T), r = sizeof(real_t<T>), nb = size_t(jb.batch);
+    const size_t a_bytes = nb * jb.n * jb.n * e, b_bytes = nb * jb.n * jb.nrhs * e;
+    const size_t x_bytes = jb.kind == op::solve ? b_bytes : a_bytes;
+    device_buffer a(a_bytes), b(jb.b ? b_bytes : 0), x(jb.x ? x_bytes : 0), sign(jb.sign ? nb * e : 0),
+        logabs(jb.logabsdet ? nb * r : 0), det(jb.det ? nb * e : 0), info(jb.info ? nb * 4 : 0);
+    to_device(a.p, jb.a, a_bytes);
+    if (jb.b) to_device(b.p, jb.b, b_bytes);
+    tinyla::job d = jb;
+    d.a = a.p, d.b = jb.b ? b.p : nullptr, d.x = x.p, d.sign = sign.p, d.logabsdet = logabs.p, d.det = det.p;
+    d.info = static_cast<std::int32_t*>(info.p);
+    const tinyla_status s = submit<T>(d, stream);
+    EXPECT_EQ(gpuStreamSynchronize(stream), gpuSuccess) << tinyla_gpu_last_error();
+    if (jb.x) to_host(jb.x, x.p, x_bytes);
+    if (jb.sign) to_host(jb.sign, sign.p, nb * e);
+    if (jb.logabsdet) to_host(jb.logabsdet, logabs.p, nb * r);
+    if (jb.det) to_host(jb.det, det.p, nb * e);
+    if (jb.info) to_host(jb.info, info.p, nb * 4);
+    return s;
+  };
+}
+
+struct stream_holder {
+  gpuStream_t s{};
+  stream_holder() { EXPECT_EQ(gpuStreamCreateWithFlags(&s, gpuStreamNonBlocking), gpuSuccess); }
+  ~stream_holder() { (void)gpuStreamDestroy(s); }
+};
+
+TEST(NoDevice, ErrorsAreClearAndNothingCrashes) {
+  if (have_device()) GTEST_SKIP() << "a device is present: the Device tests run instead";
+  double sign[4], logabs[4];
+  const auto* bogus = reinterpret_cast<const double*>(std::uintptr_t(64));
+  // Arguments are checked on the host first; an empty batch launches nothing.
+  EXPECT_EQ(tinyla_gpu_slogdet_f64(-1, 3, bogus, sign, logabs, nullptr), TINYLA_INVALID_ARGUMENT);
+  EXPECT_EQ(tinyla_gpu_slogdet_f64(4, 3, nullptr, sign, logabs, nullptr), TINYLA_INVALID_ARGUMENT);
+  EXPECT_EQ(tinyla_gpu_slogdet_f64(0, 3, nullptr, nullptr, nullptr, nullptr), TINYLA_OK);
+  // A launch without a device is a backend error with the runtime's reason.
+  EXPECT_EQ(tinyla_gpu_slogdet_f64(4, 3, bogus, sign, logabs, nullptr), TINYLA_BACKEND_ERROR);
+  EXPECT_STRNE(tinyla_gpu_last_error(), "");
+  try {
+    tinyla::gpu::inv<double>(4, 3, bogus, sign);
+    ADD_FAILURE() << "no exception";
+  } catch (const tinyla::error& e) {
+    EXPECT_EQ(e.status(), TINYLA_BACKEND_ERROR);
+    EXPECT_NE(std::string(e.what()).find("tinyla::gpu::inv(batch=4, n=3): backend error ("), std::string::npos)
+        << e.what();
+  }
+  EXPECT_STREQ(tinyla_gpu_platform(), TINYLA_GPU_PLATFORM);
+}
+
+template <class T> class Device : public ::testing::Test {};
+using Types = ::testing::Types<float, double, std::complex<float>, std::complex<double>>;
+TYPED_TEST_SUITE(Device, Types);
+
+// Up to the end of the CPU's fast path the CPU runs the same LU: same bits.
+TYPED_TEST(Device, AllOpsMatchCpuBitForBit) {
+  REQUIRE_DEVICE();
+  using T = TypeParam;
+  stream_holder stream;
+  for (int n = 0; n <= 32; ++n) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const int64_t batch = n <= 8 ? 2000 : 300;  // several blocks
+    EXPECT_TRUE(run_all_ops<T>(n, batch, on_gpu<T>(stream.s)) == run_all_ops<T>(n, batch));
+  }
+}
+
+// Past it (LAPACK on the CPU), and with the global workspace (n = 100: the
+// matrix no longer fits the shared-memory budget): as accurate as LAPACK.
+TYPED_TEST(Device, LargeNAsAccurateAsLapack) {
+  REQUIRE_DEVICE();
+  using T = TypeParam;
+  using R = real_t<T>;
+  for (int n : {33, 64, 100}) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const int64_t batch = 7;
+    const auto a = make_batch<T>(kind::random, batch, n, 5 * n);
+    std::vector<T> sign(batch), x(a.size());
+    std::vector<R> logabs(batch);
+    const tinyla::job jb{op::slogdet_inv, batch, n, 0, a.data(), nullptr, x.data(), sign.data(), logabs.data(),
+                         nullptr, nullptr};
+    ASSERT_EQ(on_gpu<T>(nullptr)(dtype_of<T>(), jb), TINYLA_OK) << tinyla_gpu_last_error();
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto wide = wide_lu(a.data() + b * n * n, n, true);
+      const auto lapack = lapack_lu(a.data() + b * n * n, n, true);
+      const long double floor = n * eps<T>();
+      EXPECT_LE(std::abs(logabs[b] - wide.logabs),
+                32 * std::abs(lapack.logabs - wide.logabs) + floor * std::abs(wide.logabs));
+      EXPECT_LE(rel_err_F(x, wide.inv, b * n * n, n * n), 32 * rel_err_F(lapack.inv, wide.inv, 0, n * n) + floor);
+    }
+  }
+}
+
+// inv(a) -> a and solve(b) -> b, on a non-blocking stream.
+TEST(Device, InPlaceOnAStream) {
+  REQUIRE_DEVICE();
+  stream_holder stream;
+  for (int n : {3, 8, 20}) {
+    const int64_t batch = 500;
+    auto a = make_batch<double>(kind::diag_dominant, batch, n, n);
+    const auto rhs = make_batch<double>(kind::random, batch, n, n + 1);
+    const size_t bytes = a.size() * sizeof(double);
+    device_buffer da(bytes), db(bytes), dx(bytes);
+    to_device(da.p, a.data(), bytes);
+    to_device(db.p, rhs.data(), bytes);
+    auto* pa = static_cast<double*>(da.p);
+    auto* pb = static_cast<double*>(db.p);
+    auto* px = static_cast<double*>(dx.p);
+    tinyla::gpu::inv<double>(batch, n, pa, px, nullptr, stream.s);
+    tinyla::gpu::solve<double>(batch, n, n, pa, pb, pb, nullptr, stream.s);  // b <- A^-1 b
+    tinyla::gpu::inv<double>(batch, n, pa, pa, nullptr, stream.s);          // a <- A^-1
+    ASSERT_EQ(gpuStreamSynchronize(stream.s), gpuSuccess);
+    std::vector<double> inv_out(a.size()), inv_in_place(a.size()), sol(a.size()), want(a.size());
+    to_host(inv_out.data(), px, bytes);
+    to_host(inv_in_place.data(), pa, bytes);
+    to_host(sol.data(), pb, bytes);
+    EXPECT_EQ(inv_out, inv_in_place) << "n=" << n;
+    ASSERT_EQ(tinyla_solve_f64(batch, n, n, a.data(), rhs.data(), want.data(), nullptr), TINYLA_OK);
+    EXPECT_EQ(sol, want) << "n=" << n;
+  }
+}
+
+// More than 2^31 elements: 64-bit indices everywhere (8 GiB of input).
+TEST(Device, HugeBatchUses64BitIndices) {
+  REQUIRE_DEVICE();
+  const int n = 2;
+  const int64_t batch = (int64_t(1) << 29) + 5, count = batch * n * n;
+  std::vector<float> a(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) a[size_t(i)] = float((i * 7919) % 1009) - 504.0f;
+  device_buffer da(size_t(count) * 4), dsign(size_t(batch) * 4), dlog(size_t(batch) * 4);
+  if (!da.p || !dsign.p || !dlog.p) GTEST_SKIP() << "not enough device memory for 10 GiB";
+  to_device(da.p, a.data(), size_t(count) * 4);
+  tinyla::gpu::slogdet<float>(batch, n, static_cast<float*>(da.p), static_cast<float*>(dsign.p),
+                              static_cast<float*>(dlog.p));
+  ASSERT_EQ(gpuDeviceSynchronize(), gpuSuccess);
+  // The first and the last 4096 matrices against the CPU.
+  for (int64_t first : {int64_t(0), batch - 4096}) {
+    std::vector<float> sign(4096), logabs(4096), want_sign(4096), want_log(4096);
+    to_host(sign.data(), static_cast<float*>(dsign.p) + first, 4096 * 4);
+    to_host(logabs.data(), static_cast<float*>(dlog.p) + first, 4096 * 4);
+    ASSERT_EQ(tinyla_slogdet_f32(4096, n, a.data() + first * n * n, want_sign.data(), want_log.data()), TINYLA_OK);
+    EXPECT_EQ(std::memcmp(sign.data(), want_sign.data(), 4096 * 4), 0) << "from matrix " << first;
+    EXPECT_EQ(std::memcmp(logabs.data(), want_log.data(), 4096 * 4), 0) << "from matrix " << first;
+  }
+}
+
+}  // namespace
