@@ -9,6 +9,10 @@ import numpy as np
 _HERE = os.path.dirname(os.path.abspath(__file__))
 LIBTINYLA = os.path.join(_HERE, "libtinyla.so")
 LIBTINYLA_XLA = os.path.join(_HERE, "libtinyla_xla.so")
+# XLA handlers of the GPU backends, present when the package was built with them
+# (pip install -C cmake.define.TINYLA_CUDA=ON / TINYLA_HIP=ON), by jax platform.
+LIBTINYLA_XLA_GPU = {"cuda": os.path.join(_HERE, "libtinyla_xla_cuda.so"),
+                     "rocm": os.path.join(_HERE, "libtinyla_xla_rocm.so")}
 
 lib = ctypes.CDLL(LIBTINYLA)
 

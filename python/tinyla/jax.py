@@ -22,6 +22,12 @@ Sharding: the custom calls are registered as batch-partitionable, so XLA's SPMD
 partitioner runs them per shard of the leading dimensions (no all-gather of the
 batch); under ``shard_map`` each shard calls tinyla on its block.
 
+Platforms: the CPU always; NVIDIA (jax platform "cuda") and AMD ("rocm") GPUs when
+the package was built with the GPU backend (``GPU_PLATFORMS`` lists them). On a GPU
+the calls run on XLA's stream, give the CPU's bits, and may be captured in command
+buffers; on a GPU platform tinyla was not built for, lowering raises an error that
+says how to build it.
+
 Singular matrices (an exactly zero pivot): slogdet gives (0, -inf) and det 0, as
 jnp does; inv / solve / slogdet_inv's inverse are NaN-filled (jnp gives inf/NaN).
 A NaN entry gives NaN sign and logabsdet for that matrix (jnp's LU may report such
@@ -32,6 +38,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -44,7 +52,7 @@ from jax.sharding import PartitionSpec
 
 from tinyla import _native
 
-__all__ = ["slogdet", "det", "inv", "solve", "slogdet_inv", "SlogdetResult", "SlogdetInvResult"]
+__all__ = ["slogdet", "det", "inv", "solve", "slogdet_inv", "SlogdetResult", "SlogdetInvResult", "GPU_PLATFORMS"]
 
 class SlogdetResult(NamedTuple):
     sign: jax.Array
@@ -92,6 +100,23 @@ def _real_dtype(dt) -> np.dtype:
 # dimensions must be replicated: a kernel needs whole matrices.
 
 _handlers = ctypes.CDLL(_native.LIBTINYLA_XLA)
+
+
+def _load_gpu_handlers() -> dict[str, ctypes.CDLL]:
+    handlers = {}
+    for platform, path in _native.LIBTINYLA_XLA_GPU.items():
+        if not os.path.exists(path):
+            continue
+        try:  # loads without a GPU too: the runtime is reached at the first call
+            handlers[platform] = ctypes.CDLL(path)
+        except OSError as e:
+            warnings.warn(f"tinyla.jax: {os.path.basename(path)} did not load ({e}); "
+                          f"tinyla will not run on {platform}", RuntimeWarning, stacklevel=2)
+    return handlers
+
+
+_gpu_handlers = _load_gpu_handlers()
+GPU_PLATFORMS: tuple[str, ...] = tuple(_gpu_handlers)  # jax platforms with tinyla kernels, e.g. ("cuda",)
 
 
 def _result_types(op: str, avals) -> list[tuple[tuple, np.dtype]]:
@@ -167,16 +192,29 @@ def _batching_rule(args, dims, *, prim):
     return out, [0] * len(out)
 
 
+def _missing_gpu_lowering(ctx, *args, op, platform):
+    raise NotImplementedError(
+        f"tinyla.jax.{op}: this tinyla was built without its {platform} backend; reinstall it with "
+        f"pip install -C cmake.define.TINYLA_{'CUDA' if platform == 'cuda' else 'HIP'}=ON . "
+        f"(README: GPU), or run on the CPU")
+
+
 def _make_primitive(op: str) -> Primitive:
     target = f"tinyla_{op}"
     jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(_handlers, f"tinyla_xla_{op}")), platform="cpu")
+    for platform, lib in _gpu_handlers.items():
+        jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, f"tinyla_xla_{op}")),
+                                    platform=platform.upper())
     jax.ffi.register_ffi_target_as_batch_partitionable(target)
     prim = Primitive(target)
     prim.multiple_results = True
     prim.def_impl(lambda *args: jax.jit(prim.bind)(*args))  # eager use: compile the one call
     prim.def_abstract_eval(functools.partial(_abstract_eval, op=op))
     batching.primitive_batchers[prim] = functools.partial(_batching_rule, prim=prim)
-    mlir.register_lowering(prim, functools.partial(_lowering, op=op), platform="cpu")
+    for platform in ("cpu", "cuda", "rocm"):
+        rule = (functools.partial(_lowering, op=op) if platform == "cpu" or platform in _gpu_handlers
+                else functools.partial(_missing_gpu_lowering, op=op, platform=platform))
+        mlir.register_lowering(prim, rule, platform=platform)
     return prim
 
 

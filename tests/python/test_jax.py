@@ -233,3 +233,17 @@ def test_sharding_along_matrix_dims_is_refused():
     x = jax.device_put(random_matrices((2, 4, 4), np.float64), NamedSharding(mesh, P(None, "b")))
     with pytest.raises(ValueError, match="tinyla.jax.slogdet: operand 0 is sharded along its matrix dimensions"):
         jax.jit(tlj.slogdet)(x)
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_gpu_lowering(platform):
+    """Lowered for a GPU platform (no GPU needed): with that backend built, the gradient is
+    the same single custom call as on the CPU; without it, a clear error says how to build it."""
+    a = random_matrices((4, 5, 5), np.float64, seed=3)
+    traced = jax.jit(jax.grad(lambda x: tlj.slogdet(x)[1].sum())).trace(a)
+    if platform in tlj.GPU_PLATFORMS:
+        hlo = traced.lower(lowering_platforms=(platform,)).as_text()
+        assert hlo.count("stablehlo.custom_call") == 1 and "@tinyla_slogdet_inv_transposed" in hlo
+    else:
+        with pytest.raises(NotImplementedError, match=f"built without its {platform} backend"):
+            traced.lower(lowering_platforms=(platform,))
