@@ -16,7 +16,9 @@ contenders' calls interleaved so that all see the same (shared, noisy) machine. 
 are also checked against jnp (max relative difference printed). "floor" is one elementwise
 XLA pass (x * 2) producing an output of the same size as the workload's: what any op pays
 to allocate and write its result (XLA's buffers of 32 MiB and more come from mmap, so each
-call page-faults them in anew). Progress goes to stderr; the table to stdout; a PNG plot
+call page-faults them in anew). "tinyla GB/s" is the input plus output bytes over tinyla's
+time: on a GPU, the fraction of HBM bandwidth reached. Runs on jax's default device (the
+GPU where jax has one). Progress goes to stderr; the table to stdout; a PNG plot
 of the ratios to --png.
 """
 from __future__ import annotations
@@ -133,7 +135,7 @@ def main() -> int:
     repeats = args.repeats or (5 if args.quick else 15)
 
     print(f"machine: {machine()}")
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; tinyla {tinyla.__version__} "
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform} ({jax.devices()[0].device_kind}); tinyla {tinyla.__version__} "
           f"(backend {tinyla.cpu_backend()}, {tinyla.get_num_threads()} threads); numpy {np.__version__}")
     print(f"float64; time = best of {repeats} calls (interleaved) after compile + warm-up; ratio = other / tinyla\n")
 
@@ -151,20 +153,21 @@ def main() -> int:
             fns["floor"] = jax.jit(lambda x: x * 2.0) if workload != "forward" else jax.jit(lambda x: x[..., 0, 0] * 2.0)
             best, outs = time_calls(fns, x, repeats)
             row = {"n": n, "walkers": walkers, "workload": workload, **best,
-                   "diff": max_rel_diff(outs["tinyla"], outs["jnp"])}
+                   "diff": max_rel_diff(outs["tinyla"], outs["jnp"]),
+                   "gbps": (x.nbytes + outs["tinyla"].nbytes) / best["tinyla"] / 1e9}  # bytes in + out
             print(" ".join(f"{c} {best[c] * 1e3:.2f} ms" for c in fns), file=sys.stderr, flush=True)
             rows.append(row)
 
     header = ("| workload | N | x shape | jnp ms | closed form ms | tinyla ms | jnp / tinyla | "
-              "closed / tinyla | floor ms | max rel. diff vs jnp |")
+              "closed / tinyla | floor ms | tinyla GB/s | max rel. diff vs jnp |")
     print(header)
-    print("|" + "---|" * 3 + "---:|" * 7)
+    print("|" + "---|" * 3 + "---:|" * 8)
     for r in rows:
         closed = r.get("closed")
         cells = [r["workload"], str(r["n"]), f"({r['walkers']}, 64, {r['n']}, {r['n']})", f"{r['jnp'] * 1e3:.2f}",
                  f"{closed * 1e3:.2f}" if closed else "-", f"{r['tinyla'] * 1e3:.2f}",
                  f"**{r['jnp'] / r['tinyla']:.1f}x**", f"{closed / r['tinyla']:.2f}x" if closed else "-",
-                 f"{r['floor'] * 1e3:.2f}", f"{r['diff']:.1e}"]
+                 f"{r['floor'] * 1e3:.2f}", f"{r['gbps']:.0f}", f"{r['diff']:.1e}"]
         print("| " + " | ".join(cells) + " |")
     if args.png:
         plot(rows, args.png)
