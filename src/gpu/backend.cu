@@ -27,12 +27,13 @@ struct device_block {
   }
 };
 
-template <family F, int N, class E> __global__ void per_thread_global(job jb) {
+template <family F, int N, class E> __global__ void __launch_bounds__(max_per_thread_block) per_thread_global(job jb) {
   device_block blk;
   per_thread_kernel<F, N, E>(blk, jb);
 }
 
-template <family F, class E> __global__ void team_global(job jb, int team_size, E* workspace) {
+template <family F, class E>
+__global__ void __launch_bounds__(max_team_block) team_global(job jb, int team_size, E* workspace) {
   device_block blk;
   team_kernel<F, E>(blk, jb, team_size, workspace);
 }
@@ -47,6 +48,10 @@ tinyla_status runtime_error(gpuError_t e, tinyla_status s, const char* what) {
 template <class E> tinyla_status launch(const job& jb, gpuStream_t stream) {
   const launch_plan plan = plan_launch<E>(jb);
   if (plan.blocks == 0) return TINYLA_OK;
+  if (plan.block_threads > (plan.per_thread ? max_per_thread_block : max_team_block)) {
+    last_error = "internal: the launch plan exceeds the kernel's launch bounds";  // tests keep this from happening
+    return TINYLA_BACKEND_ERROR;
+  }
   if (plan.shared_bytes > plan_options{}.shared_budget) {
     last_error = "n = " + std::to_string(jb.n) + " needs more shared memory than the GPU path plans for";
     return TINYLA_UNSUPPORTED;

@@ -55,14 +55,19 @@ template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
   const int64_t words = (f == family::inverse ? 2 : 1) * n * n * int64_t(sizeof(E)) / 4;
   return n <= max_per_thread_n && words <= per_thread_register_budget;
 }
-// Matrices (= threads) per block of the per-thread kernel, by n, for 8-byte
-// elements; halved per doubling of the element size (the staging buffer and
-// register file scale with it), and bounded by the shared-memory budget.
+// Matrices (= threads) per block of the per-thread kernel, by n, for elements
+// of up to 8 bytes; halved for 16-byte ones (the staging buffer and the
+// registers double), and bounded by the shared-memory budget.
 inline constexpr int per_thread_block[max_per_thread_n + 1] = {256, 256, 256, 128, 128, 128, 64, 64, 64};
 // Team kernel: threads per block to aim for, and at most this many threads
 // per team (larger n: each thread owns several rows and columns).
 inline constexpr int team_threads_target = 128;
 inline constexpr int max_team_size = 128;
+// Largest blocks the plans make (the kernels' launch bounds: they let the
+// compilers give each thread the registers that block size leaves, e.g. up to
+// 255 on NVIDIA and 512 VGPRs on CDNA instead of 128 for 1024-thread blocks).
+inline constexpr int max_per_thread_block = 256;
+inline constexpr int max_team_block = team_threads_target > max_team_size ? team_threads_target : max_team_size;
 
 struct plan_options {
   // Shared memory a kernel may use without opting in to more (48 KiB is the
@@ -98,7 +103,7 @@ template <class R> struct team_layout {
 };
 
 constexpr int64_t max_grid_blocks = int64_t(1) << 20;  // grid-stride beyond this
-constexpr int64_t max_workspace_blocks = 256;          // bounds the global workspace
+constexpr int64_t max_workspace_bytes = int64_t(256) << 20;  // bounds the global workspace (>= 1 block's)
 
 template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options o = {}) {
   using R = real_of<lane_of<E>>;
@@ -123,7 +128,9 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
   teams = teams < 1 ? 1 : teams;
   p.block_threads = int(teams) * p.team_size;
   p.shared_bytes = teams * per_team;
-  p.blocks = min_of((jb.batch + teams - 1) / teams, in_shared ? max_grid_blocks : max_workspace_blocks);
+  const int64_t workspace_blocks = max_workspace_bytes / (teams * matrix);
+  p.blocks = min_of((jb.batch + teams - 1) / teams,
+                    in_shared ? max_grid_blocks : (workspace_blocks < 1 ? 1 : workspace_blocks));
   if (!in_shared) p.workspace_bytes = p.blocks * teams * matrix;
   return p;
 }

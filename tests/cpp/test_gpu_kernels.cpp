@@ -75,6 +75,28 @@ template <class T> class GpuKernels : public ::testing::Test {
 using Types = ::testing::Types<float, double, std::complex<float>, std::complex<double>>;
 TYPED_TEST_SUITE(GpuKernels, Types);
 
+// Every plan the launcher can make stays within the kernels' launch bounds and
+// the shared-memory budget, and the team kernel's workspace within its bound.
+TYPED_TEST(GpuKernels, PlansRespectLaunchBoundsAndBudgets) {
+  using E = element_of<TypeParam>;
+  for (auto kind : {tinyla::op::slogdet, tinyla::op::inv, tinyla::op::solve}) {
+    for (int64_t n : {0, 1, 2, 3, 5, 6, 7, 8, 9, 16, 31, 32, 33, 77, 78, 100, 129, 1000, 11000}) {
+      for (int64_t batch : {int64_t(1), int64_t(1000), int64_t(1) << 40}) {
+        const tinyla::job jb{kind, batch, n, 4};
+        const kern::launch_plan p = kern::plan_launch<E>(jb);
+        SCOPED_TRACE("op " + std::to_string(int(kind)) + " n=" + std::to_string(n) + " batch=" + std::to_string(batch));
+        EXPECT_LE(p.block_threads, p.per_thread ? kern::max_per_thread_block : kern::max_team_block);
+        EXPECT_GE(p.block_threads, p.per_thread ? 32 : p.team_size);
+        EXPECT_LE(p.shared_bytes, kern::plan_options{}.shared_budget);
+        EXPECT_GE(p.blocks, 1);
+        EXPECT_LE(p.blocks, kern::max_grid_blocks);
+        if (p.workspace_bytes > 0)
+          EXPECT_LE(p.workspace_bytes, std::max(kern::max_workspace_bytes, n * n * int64_t(sizeof(E)) * p.block_threads));
+      }
+    }
+  }
+}
+
 // Every per-thread size, on blocks of 32 threads; the grid (2 blocks) strides.
 TYPED_TEST(GpuKernels, PerThreadKernelMatchesCpuBitForBit) {
   using T = TypeParam;
