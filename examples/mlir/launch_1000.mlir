@@ -1,0 +1,23 @@
+// The ROCm launch report's program: 1000 synchronous launches of an empty kernel.
+// MLIR's gpu-to-llvm lowering turns each gpu.launch_func into calls of the mgpu*
+// runtime ABI (mgpuModuleGetFunction, mgpuStreamCreate, mgpuLaunchKernel,
+// mgpuStreamSynchronize, mgpuStreamDestroy); the module itself is loaded once, from a
+// global constructor. run.sh lowers this file with Debian's mlir-opt-22 and
+// mlir-translate-22 and links it against libtinyla_mgpu.
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @empty() kernel {
+      gpu.return
+    }
+  }
+  func.func @main() -> i32 {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c1000 = arith.constant 1000 : index
+    scf.for %i = %c0 to %c1000 step %c1 {
+      gpu.launch_func @kernels::@empty blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
+    }
+    %ok = arith.constant 0 : i32
+    return %ok : i32
+  }
+}

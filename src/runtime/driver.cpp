@@ -1,0 +1,285 @@
+// Loads the CUDA driver API or HIP with dlopen and fills the vendor-neutral
+// table of driver.hpp. The entry points are declared here with plain C types
+// (the ABI of the documented functions), so the runtime builds without either
+// vendor's headers.
+#include "runtime/driver.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace tinyla::runtime {
+namespace {
+
+template <class F> bool bind(void* lib, F& fn, const char* name) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  return fn != nullptr;
+}
+
+// ---- CUDA driver API ---------------------------------------------------------------------
+
+namespace cu {
+using ptr = void*;
+struct api {
+  int (*cuInit)(unsigned);
+  int (*cuDeviceGetCount)(int*);
+  int (*cuDeviceGet)(int*, int);
+  int (*cuDevicePrimaryCtxRetain)(ptr*, int);
+  int (*cuCtxSetCurrent)(ptr);
+  int (*cuStreamCreate)(ptr*, unsigned);
+  int (*cuStreamDestroy_v2)(ptr);
+  int (*cuStreamSynchronize)(ptr);
+  int (*cuStreamWaitEvent)(ptr, ptr, unsigned);
+  int (*cuEventCreate)(ptr*, unsigned);
+  int (*cuEventDestroy_v2)(ptr);
+  int (*cuEventRecord)(ptr, ptr);
+  int (*cuEventSynchronize)(ptr);
+  int (*cuModuleLoadData)(ptr*, const void*);
+  int (*cuModuleLoadDataEx)(ptr*, const void*, unsigned, int*, void**);
+  int (*cuModuleUnload)(ptr);
+  int (*cuModuleGetFunction)(ptr*, ptr, const char*);
+  int (*cuFuncSetAttribute)(ptr, int, int);
+  int (*cuLaunchKernel)(ptr, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, ptr, void**, void**);
+  int (*cuMemAlloc_v2)(unsigned long long*, std::size_t);
+  int (*cuMemAllocManaged)(unsigned long long*, std::size_t, unsigned);
+  int (*cuMemFree_v2)(unsigned long long);
+  int (*cuMemcpyAsync)(unsigned long long, unsigned long long, std::size_t, ptr);
+  int (*cuMemsetD32Async)(unsigned long long, unsigned, std::size_t, ptr);
+  int (*cuMemsetD16Async)(unsigned long long, unsigned short, std::size_t, ptr);
+  int (*cuMemHostRegister_v2)(void*, std::size_t, unsigned);
+  int (*cuMemHostUnregister)(void*);
+  int (*cuGetErrorString)(int, const char**);
+} fn;
+
+bool load(void* lib) {
+#define TINYLA_BIND(name) bind(lib, fn.name, #name)
+  return TINYLA_BIND(cuInit) && TINYLA_BIND(cuDeviceGetCount) && TINYLA_BIND(cuDeviceGet) &&
+         TINYLA_BIND(cuDevicePrimaryCtxRetain) && TINYLA_BIND(cuCtxSetCurrent) && TINYLA_BIND(cuStreamCreate) &&
+         TINYLA_BIND(cuStreamDestroy_v2) && TINYLA_BIND(cuStreamSynchronize) && TINYLA_BIND(cuStreamWaitEvent) &&
+         TINYLA_BIND(cuEventCreate) && TINYLA_BIND(cuEventDestroy_v2) && TINYLA_BIND(cuEventRecord) &&
+         TINYLA_BIND(cuEventSynchronize) && TINYLA_BIND(cuModuleLoadData) && TINYLA_BIND(cuModuleLoadDataEx) &&
+         TINYLA_BIND(cuModuleUnload) && TINYLA_BIND(cuModuleGetFunction) && TINYLA_BIND(cuFuncSetAttribute) &&
+         TINYLA_BIND(cuLaunchKernel) && TINYLA_BIND(cuMemAlloc_v2) && TINYLA_BIND(cuMemAllocManaged) &&
+         TINYLA_BIND(cuMemFree_v2) && TINYLA_BIND(cuMemcpyAsync) && TINYLA_BIND(cuMemsetD32Async) &&
+         TINYLA_BIND(cuMemsetD16Async) && TINYLA_BIND(cuMemHostRegister_v2) && TINYLA_BIND(cuMemHostUnregister) &&
+         TINYLA_BIND(cuGetErrorString);
+#undef TINYLA_BIND
+}
+
+using devptr = unsigned long long;
+devptr dp(const void* p) { return devptr(reinterpret_cast<std::uintptr_t>(p)); }
+
+// The primary context of each device, retained once (never released: it lives
+// as long as the process, as the CUDA runtime's does).
+std::mutex contexts_mutex;
+std::vector<ptr> contexts;
+
+driver table() {
+  driver d{};
+  d.platform = "cuda";
+  d.init = [] { return fn.cuInit(0); };
+  d.device_count = [](int* n) { return fn.cuDeviceGetCount(n); };
+  d.use_device = [](int device) {
+    ptr ctx = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(contexts_mutex);
+      if (device < 0) return 101;  // CUDA_ERROR_INVALID_DEVICE
+      if (contexts.size() <= std::size_t(device)) contexts.resize(std::size_t(device) + 1, nullptr);
+      if (!contexts[std::size_t(device)]) {
+        int dev = 0;
+        if (int e = fn.cuDeviceGet(&dev, device)) return e;
+        if (int e = fn.cuDevicePrimaryCtxRetain(&contexts[std::size_t(device)], dev)) return e;
+      }
+      ctx = contexts[std::size_t(device)];
+    }
+    return fn.cuCtxSetCurrent(ctx);
+  };
+  d.stream_create = [](handle* s) { return fn.cuStreamCreate(s, 1 /* CU_STREAM_NON_BLOCKING */); };
+  d.stream_destroy = [](handle s) { return fn.cuStreamDestroy_v2(s); };
+  d.stream_synchronize = [](handle s) { return fn.cuStreamSynchronize(s); };
+  d.stream_wait_event = [](handle s, handle e) { return fn.cuStreamWaitEvent(s, e, 0); };
+  d.event_create = [](handle* e) { return fn.cuEventCreate(e, 2 /* CU_EVENT_DISABLE_TIMING */); };
+  d.event_destroy = [](handle e) { return fn.cuEventDestroy_v2(e); };
+  d.event_record = [](handle e, handle s) { return fn.cuEventRecord(e, s); };
+  d.event_synchronize = [](handle e) { return fn.cuEventSynchronize(e); };
+  d.module_load = [](handle* m, const void* image) { return fn.cuModuleLoadData(m, image); };
+  d.module_load_jit = [](handle* m, const void* image, int opt_level) {
+    int option = 7;  // CU_JIT_OPTIMIZATION_LEVEL
+    void* value = reinterpret_cast<void*>(std::intptr_t(opt_level));
+    return fn.cuModuleLoadDataEx(m, image, 1, &option, &value);
+  };
+  d.module_unload = [](handle m) { return fn.cuModuleUnload(m); };
+  d.module_get_function = [](handle* f, handle m, const char* name) { return fn.cuModuleGetFunction(f, m, name); };
+  d.allow_dynamic_shared = [](handle f, int bytes) {
+    return fn.cuFuncSetAttribute(f, 8 /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */, bytes);
+  };
+  d.launch = [](handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                handle s, void** params, void** extra) {
+    return fn.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+  };
+  d.mem_alloc = [](void** p, std::size_t bytes, bool host_shared) {
+    devptr q = 0;
+    const int e = host_shared ? fn.cuMemAllocManaged(&q, bytes, 1 /* CU_MEM_ATTACH_GLOBAL */) : fn.cuMemAlloc_v2(&q, bytes);
+    *p = reinterpret_cast<void*>(std::uintptr_t(q));
+    return e;
+  };
+  d.mem_free = [](void* p) { return fn.cuMemFree_v2(dp(p)); };
+  d.memcpy_async = [](void* dst, const void* src, std::size_t n, handle s) { return fn.cuMemcpyAsync(dp(dst), dp(src), n, s); };
+  d.memset32_async = [](void* dst, std::uint32_t v, std::size_t n, handle s) { return fn.cuMemsetD32Async(dp(dst), v, n, s); };
+  d.memset16_async = [](void* dst, std::uint16_t v, std::size_t n, handle s) { return fn.cuMemsetD16Async(dp(dst), v, n, s); };
+  d.host_register = [](void* p, std::size_t n) { return fn.cuMemHostRegister_v2(p, n, 0); };
+  d.host_unregister = [](void* p) { return fn.cuMemHostUnregister(p); };
+  d.error_string = [](int code) {
+    const char* s = nullptr;
+    return fn.cuGetErrorString(code, &s) == 0 && s ? s : "unknown CUDA error";
+  };
+  return d;
+}
+}  // namespace cu
+
+// ---- HIP ---------------------------------------------------------------------------------
+
+namespace hip {
+using ptr = void*;
+struct api {
+  int (*hipInit)(unsigned);
+  int (*hipGetDeviceCount)(int*);
+  int (*hipSetDevice)(int);
+  int (*hipStreamCreateWithFlags)(ptr*, unsigned);
+  int (*hipStreamDestroy)(ptr);
+  int (*hipStreamSynchronize)(ptr);
+  int (*hipStreamWaitEvent)(ptr, ptr, unsigned);
+  int (*hipEventCreateWithFlags)(ptr*, unsigned);
+  int (*hipEventDestroy)(ptr);
+  int (*hipEventRecord)(ptr, ptr);
+  int (*hipEventSynchronize)(ptr);
+  int (*hipModuleLoadData)(ptr*, const void*);
+  int (*hipModuleUnload)(ptr);
+  int (*hipModuleGetFunction)(ptr*, ptr, const char*);
+  int (*hipModuleLaunchKernel)(ptr, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, ptr, void**,
+                               void**);
+  int (*hipMalloc)(void**, std::size_t);
+  int (*hipMallocManaged)(void**, std::size_t, unsigned);
+  int (*hipFree)(void*);
+  int (*hipMemcpyAsync)(void*, const void*, std::size_t, int, ptr);
+  int (*hipMemsetD32Async)(void*, int, std::size_t, ptr);
+  int (*hipMemsetD16Async)(void*, unsigned short, std::size_t, ptr);
+  int (*hipHostRegister)(void*, std::size_t, unsigned);
+  int (*hipHostUnregister)(void*);
+  const char* (*hipGetErrorString)(int);
+} fn;
+
+bool load(void* lib) {
+#define TINYLA_BIND(name) bind(lib, fn.name, #name)
+  return TINYLA_BIND(hipInit) && TINYLA_BIND(hipGetDeviceCount) && TINYLA_BIND(hipSetDevice) &&
+         TINYLA_BIND(hipStreamCreateWithFlags) && TINYLA_BIND(hipStreamDestroy) && TINYLA_BIND(hipStreamSynchronize) &&
+         TINYLA_BIND(hipStreamWaitEvent) && TINYLA_BIND(hipEventCreateWithFlags) && TINYLA_BIND(hipEventDestroy) &&
+         TINYLA_BIND(hipEventRecord) && TINYLA_BIND(hipEventSynchronize) && TINYLA_BIND(hipModuleLoadData) &&
+         TINYLA_BIND(hipModuleUnload) && TINYLA_BIND(hipModuleGetFunction) && TINYLA_BIND(hipModuleLaunchKernel) &&
+         TINYLA_BIND(hipMalloc) && TINYLA_BIND(hipMallocManaged) && TINYLA_BIND(hipFree) &&
+         TINYLA_BIND(hipMemcpyAsync) && TINYLA_BIND(hipMemsetD32Async) && TINYLA_BIND(hipMemsetD16Async) &&
+         TINYLA_BIND(hipHostRegister) && TINYLA_BIND(hipHostUnregister) && TINYLA_BIND(hipGetErrorString);
+#undef TINYLA_BIND
+}
+
+driver table() {
+  driver d{};
+  d.platform = "rocm";
+  d.init = [] { return fn.hipInit(0); };
+  d.device_count = [](int* n) { return fn.hipGetDeviceCount(n); };
+  d.use_device = [](int device) { return fn.hipSetDevice(device); };
+  d.stream_create = [](handle* s) { return fn.hipStreamCreateWithFlags(s, 1 /* hipStreamNonBlocking */); };
+  d.stream_destroy = [](handle s) { return fn.hipStreamDestroy(s); };
+  d.stream_synchronize = [](handle s) { return fn.hipStreamSynchronize(s); };
+  d.stream_wait_event = [](handle s, handle e) { return fn.hipStreamWaitEvent(s, e, 0); };
+  d.event_create = [](handle* e) { return fn.hipEventCreateWithFlags(e, 2 /* hipEventDisableTiming */); };
+  d.event_destroy = [](handle e) { return fn.hipEventDestroy(e); };
+  d.event_record = [](handle e, handle s) { return fn.hipEventRecord(e, s); };
+  d.event_synchronize = [](handle e) { return fn.hipEventSynchronize(e); };
+  d.module_load = [](handle* m, const void* image) { return fn.hipModuleLoadData(m, image); };
+  d.module_load_jit = [](handle* m, const void* image, int) { return fn.hipModuleLoadData(m, image); };
+  d.module_unload = [](handle m) { return fn.hipModuleUnload(m); };
+  d.module_get_function = [](handle* f, handle m, const char* name) { return fn.hipModuleGetFunction(f, m, name); };
+  d.allow_dynamic_shared = [](handle, int) { return 0; };  // AMD: all of the LDS without opting in
+  d.launch = [](handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                handle s, void** params, void** extra) {
+    return fn.hipModuleLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+  };
+  d.mem_alloc = [](void** p, std::size_t bytes, bool host_shared) {
+    return host_shared ? fn.hipMallocManaged(p, bytes, 1 /* hipMemAttachGlobal */) : fn.hipMalloc(p, bytes);
+  };
+  d.mem_free = [](void* p) { return fn.hipFree(p); };
+  d.memcpy_async = [](void* dst, const void* src, std::size_t n, handle s) {
+    return fn.hipMemcpyAsync(dst, src, n, 4 /* hipMemcpyDefault */, s);
+  };
+  d.memset32_async = [](void* dst, std::uint32_t v, std::size_t n, handle s) { return fn.hipMemsetD32Async(dst, int(v), n, s); };
+  d.memset16_async = [](void* dst, std::uint16_t v, std::size_t n, handle s) { return fn.hipMemsetD16Async(dst, v, n, s); };
+  d.host_register = [](void* p, std::size_t n) { return fn.hipHostRegister(p, n, 0); };
+  d.host_unregister = [](void* p) { return fn.hipHostUnregister(p); };
+  d.error_string = [](int code) {
+    const char* s = fn.hipGetErrorString(code);
+    return s ? s : "unknown HIP error";
+  };
+  return d;
+}
+}  // namespace hip
+
+struct loaded {
+  driver table;
+  bool ok = false;
+  std::string why;
+};
+
+loaded load() {
+  loaded r;
+  std::vector<std::string> candidates;
+  if (const char* path = std::getenv("TINYLA_GPU_DRIVER"); path && *path) {
+    candidates.push_back(path);
+  } else {
+    const char* platform = std::getenv("TINYLA_GPU_PLATFORM");
+    const std::string p = platform ? platform : "";
+    if (p.empty() || p == "cuda") candidates.push_back("libcuda.so.1");
+    if (p.empty() || p == "rocm") candidates.insert(candidates.end(), {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"});
+    if (candidates.empty()) r.why = "TINYLA_GPU_PLATFORM=" + p + " is neither cuda nor rocm; ";
+  }
+  for (const auto& name : candidates) {
+    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char* e = dlerror();
+      r.why += name + ": " + (e ? e : "not loadable") + "; ";
+      continue;
+    }
+    if (cu::load(lib)) {
+      r.table = cu::table();
+    } else if (hip::load(lib)) {
+      r.table = hip::table();
+    } else {
+      r.why += name + ": loaded, but it has neither the CUDA driver API nor HIP; ";
+      dlclose(lib);
+      continue;
+    }
+    r.table.library = name;
+    if (int e = r.table.init()) {
+      r.why += name + ": initialization failed (" + r.table.error_string(e) + "); ";
+      continue;  // the library stays loaded: its entry points may be bound in a table
+    }
+    r.ok = true;
+    return r;
+  }
+  if (!r.why.empty()) r.why.resize(r.why.size() - 2);
+  return r;
+}
+
+}  // namespace
+
+const driver* load_driver(std::string* why) {
+  // Once, thread-safe; never destroyed: global destructors (an MLIR program's
+  // module unload) run after function-local statics are gone.
+  static const loaded* l = new loaded(load());
+  if (why) *why = l->why;
+  return l->ok ? &l->table : nullptr;
+}
+
+}  // namespace tinyla::runtime

@@ -1,0 +1,228 @@
+#include "runtime/runtime.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace tinyla::runtime {
+namespace {
+
+std::uint64_t fnv1a(const char* p, std::size_t n) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ std::uint8_t(p[i])) * 1099511628211ull;
+  return h;
+}
+
+// The size of a GPU binary from its header: ELF (cubin, hsaco: section headers
+// come last), CUDA fatbin (header + payload), else NUL-terminated text (PTX).
+std::size_t image_size(const void* image) {
+  const auto* b = static_cast<const unsigned char*>(image);
+  if (std::memcmp(b, "\x7f" "ELF", 4) == 0 && b[4] == 2) {  // 64-bit ELF
+    std::uint64_t shoff;
+    std::uint16_t shentsize, shnum;
+    std::memcpy(&shoff, b + 0x28, 8);
+    std::memcpy(&shentsize, b + 0x3a, 2);
+    std::memcpy(&shnum, b + 0x3c, 2);
+    return std::size_t(shoff) + std::size_t(shentsize) * shnum;
+  }
+  std::uint32_t magic;
+  std::memcpy(&magic, b, 4);
+  if (magic == 0xBA55ED50u) {  // fatbin: u32 magic, u16 version, u16 header size, u64 payload size
+    std::uint16_t header;
+    std::uint64_t payload;
+    std::memcpy(&header, b + 6, 2);
+    std::memcpy(&payload, b + 8, 8);
+    return std::size_t(header) + std::size_t(payload);
+  }
+  return std::strlen(static_cast<const char*>(image)) + 1;
+}
+
+thread_local int bound_epoch = -1;
+
+}  // namespace
+
+runtime* runtime::get(std::string* why) {
+  static runtime* instance = [] {
+    std::string reason;
+    const driver* d = load_driver(&reason);
+    if (!d) {
+      std::fprintf(stderr, "tinyla runtime: no GPU driver could be loaded (%s)\n", reason.c_str());
+      return static_cast<runtime*>(nullptr);
+    }
+    return new runtime(*d);  // never deleted: global destructors may call in at exit
+  }();
+  if (why && !instance) load_driver(why);
+  return instance;
+}
+
+runtime::runtime(const driver& d)
+    : drv_(d), pooling_(!(std::getenv("TINYLA_MGPU_POOL") && std::string(std::getenv("TINYLA_MGPU_POOL")) == "0")) {}
+
+bool runtime::check(int code, const char* what) {
+  if (code == 0) return true;
+  ++stats_.errors;
+  std::fprintf(stderr, "tinyla runtime: %s failed: %s (%s error %d)\n", what, drv_.error_string(code),
+               drv_.platform.c_str(), code);
+  return false;
+}
+
+void runtime::set_default_device(int device) {
+  default_device_ = device;
+  ++device_epoch_;
+}
+
+bool runtime::bind_thread() {
+  const int epoch = device_epoch_.load();
+  if (bound_epoch == epoch) return true;
+  if (!check(drv_.use_device(default_device_.load()), "selecting the device")) return false;
+  bound_epoch = epoch;
+  return true;
+}
+
+handle runtime::acquire_stream() {
+  if (!bind_thread()) return nullptr;
+  {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    if (!idle_streams_.empty()) {
+      handle s = idle_streams_.back();
+      idle_streams_.pop_back();
+      ++stats_.stream_reuses;
+      return s;
+    }
+  }
+  handle s = nullptr;
+  if (!check(drv_.stream_create(&s), "creating a stream")) return nullptr;
+  ++stats_.streams_created;
+  return s;
+}
+
+void runtime::release_stream(handle stream) {
+  if (!stream) return;
+  if (!pooling_) {
+    check(drv_.stream_destroy(stream), "destroying a stream");
+    return;
+  }
+  // Idle before anyone else gets it (MLIR synchronizes first, so this is cheap).
+  if (!check(drv_.stream_synchronize(stream), "synchronizing a released stream")) {
+    check(drv_.stream_destroy(stream), "destroying a failed stream");
+    return;
+  }
+  std::lock_guard<std::mutex> lock(streams_mutex_);
+  idle_streams_.push_back(stream);
+}
+
+handle runtime::acquire_event() {
+  if (!bind_thread()) return nullptr;
+  {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    if (!idle_events_.empty()) {
+      handle e = idle_events_.back();
+      idle_events_.pop_back();
+      return e;
+    }
+  }
+  handle e = nullptr;
+  if (!check(drv_.event_create(&e), "creating an event")) return nullptr;
+  ++stats_.events_created;
+  return e;
+}
+
+void runtime::release_event(handle event) {
+  if (!event) return;
+  if (!pooling_) {
+    check(drv_.event_destroy(event), "destroying an event");
+    return;
+  }
+  std::lock_guard<std::mutex> lock(events_mutex_);
+  idle_events_.push_back(event);
+}
+
+handle runtime::load_module(const void* image, std::size_t size, bool jit, int opt_level) {
+  if (!image) {
+    ++stats_.errors;
+    std::fprintf(stderr, "tinyla runtime: loading a module: no binary (null pointer)\n");
+    return nullptr;
+  }
+  if (!bind_thread()) return nullptr;
+  if (size == 0) size = image_size(image);
+  const char* bytes = static_cast<const char*>(image);
+  const std::uint64_t key = fnv1a(bytes, size);
+  std::lock_guard<std::mutex> lock(modules_mutex_);  // held across the load: one load per binary
+  auto [first, last] = modules_.equal_range(key);
+  for (auto it = first; it != last; ++it) {
+    module_entry& e = *it->second;
+    if (e.image.size() == size && std::memcmp(e.image.data(), bytes, size) == 0) {
+      ++e.refs;
+      ++stats_.module_cache_hits;
+      return e.module;
+    }
+  }
+  handle m = nullptr;
+  const int code = jit ? drv_.module_load_jit(&m, image, opt_level) : drv_.module_load(&m, image);
+  if (!check(code, "loading a module")) return nullptr;
+  ++stats_.modules_loaded;
+  auto entry = std::make_unique<module_entry>();
+  entry->image.assign(bytes, bytes + size);
+  entry->module = m;
+  entry->refs = 1;
+  module_of_[m] = entry.get();
+  modules_.emplace(key, std::move(entry));
+  return m;
+}
+
+void runtime::unload_module(handle module) {
+  std::lock_guard<std::mutex> lock(modules_mutex_);
+  auto it = module_of_.find(module);
+  if (it == module_of_.end()) {
+    ++stats_.errors;
+    std::fprintf(stderr, "tinyla runtime: unloading a module this runtime did not load (%p)\n", module);
+    return;
+  }
+  if (it->second->refs > 0) --it->second->refs;  // stays loaded: see runtime.hpp
+}
+
+handle runtime::function(handle module, const char* name) {
+  if (!module || !name) {
+    ++stats_.errors;
+    std::fprintf(stderr, "tinyla runtime: function lookup without a module or a name\n");
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(functions_mutex_);
+  auto key = std::make_pair(module, std::string(name));
+  if (auto it = functions_.find(key); pooling_ && it != functions_.end()) {
+    ++stats_.function_cache_hits;
+    return it->second;
+  }
+  if (!bind_thread()) return nullptr;
+  handle f = nullptr;
+  if (!check(drv_.module_get_function(&f, module, name), ("looking up kernel " + key.second).c_str())) return nullptr;
+  ++stats_.function_lookups;
+  functions_.insert_or_assign(std::move(key), f);
+  return f;
+}
+
+void runtime::launch(handle function, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
+                     handle stream, void** params, void** extra) {
+  if (!function) {
+    ++stats_.errors;
+    std::fprintf(stderr, "tinyla runtime: launch of a null function (an earlier load or lookup failed)\n");
+    return;
+  }
+  if (!bind_thread()) return;
+  constexpr unsigned default_shared = 48 * 1024;
+  if (shared_bytes > default_shared) {
+    std::lock_guard<std::mutex> lock(functions_mutex_);
+    unsigned& allowed = shared_opt_in_[function];
+    if (shared_bytes > allowed) {
+      if (!check(drv_.allow_dynamic_shared(function, int(shared_bytes)), "raising the dynamic shared memory limit"))
+        return;
+      allowed = shared_bytes;
+    }
+  }
+  if (check(drv_.launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, stream, params,
+                        extra),
+            "launching a kernel"))
+    ++stats_.launches;
+}
+
+}  // namespace tinyla::runtime

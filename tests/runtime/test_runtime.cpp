@@ -1,0 +1,200 @@
+// libtinyla_mgpu (MLIR's mgpu* ABI on tinyla's runtime) against the
+// call-counting stand-in driver: what reaches the driver, the error paths,
+// and many threads at once. ctest sets TINYLA_GPU_DRIVER to the stand-in.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern "C" {
+void* mgpuModuleLoad(void* data, std::size_t size);
+void* mgpuModuleLoadJIT(void* data, int opt_level);
+void mgpuModuleUnload(void* module);
+void* mgpuModuleGetFunction(void* module, const char* name);
+void mgpuLaunchKernel(void* f, std::intptr_t, std::intptr_t, std::intptr_t, std::intptr_t, std::intptr_t,
+                      std::intptr_t, std::int32_t smem, void* stream, void** params, void** extra, std::size_t);
+void* mgpuStreamCreate();
+void mgpuStreamDestroy(void* stream);
+void mgpuStreamSynchronize(void* stream);
+void* mgpuEventCreate();
+void mgpuEventDestroy(void* event);
+void mgpuEventRecord(void* event, void* stream);
+void mgpuStreamWaitEvent(void* stream, void* event);
+void* mgpuMemAlloc(std::uint64_t bytes, void* stream, bool host_shared);
+void mgpuMemFree(void* ptr, void* stream);
+void mgpuMemcpy(void* dst, void* src, std::size_t bytes, void* stream);
+void mgpuMemset32(void* dst, std::uint32_t value, std::size_t count, void* stream);
+void mgpuMemset16(void* dst, std::uint16_t value, std::size_t count, void* stream);
+const char* tinyla_mgpu_stats();
+}
+
+namespace {
+
+// "key=value key=value ..." -> map.
+std::map<std::string, long> parse(const std::string& line) {
+  std::map<std::string, long> m;
+  std::istringstream in(line);
+  std::string kv;
+  while (in >> kv)
+    if (auto eq = kv.find('='); eq != std::string::npos) m[kv.substr(0, eq)] = std::atol(kv.c_str() + eq + 1);
+  return m;
+}
+std::map<std::string, long> stats() { return parse(tinyla_mgpu_stats()); }
+
+// Runs a command with extra environment; returns the stand-in's report and
+// (through `output`) what the command printed.
+std::map<std::string, long> run_with_stand_in(const std::string& exe, const std::string& env, std::string* output) {
+  const std::string report = ::testing::TempDir() + "tinyla_fake_report.txt", log = report + ".log";
+  std::remove(report.c_str());
+  const std::string cmd = "TINYLA_FAKE_DRIVER_REPORT=" + report + " " + env + " " + exe + " > " + log + " 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream l(log);
+  *output = std::string(std::istreambuf_iterator<char>(l), {});
+  std::ifstream r(report);
+  std::string line;
+  std::getline(r, line);
+  return parse(line);
+}
+
+const char ptx[] = "// a PTX module (the stand-in only counts)\n.version 7.0\n.target sm_80\n";
+
+TEST(Runtime, StreamsComeFromThePool) {
+  const auto before = stats();
+  std::vector<void*> held;
+  for (int i = 0; i < 3; ++i) held.push_back(mgpuStreamCreate());  // three at once: three streams
+  for (void* s : held) {
+    ASSERT_NE(s, nullptr);
+    mgpuStreamDestroy(s);
+  }
+  for (int i = 0; i < 100; ++i) {  // one at a time: the pool's
+    void* s = mgpuStreamCreate();
+    mgpuStreamSynchronize(s);
+    mgpuStreamDestroy(s);
+  }
+  const auto after = stats();
+  EXPECT_LE(after.at("streams_created") - before.at("streams_created"), 3);
+  EXPECT_GE(after.at("stream_reuses") - before.at("stream_reuses"), 100);
+}
+
+TEST(Runtime, ModulesAndFunctionsAreCachedByContent) {
+  const auto before = stats();
+  std::vector<char> copy(ptx, ptx + sizeof ptx);  // same bytes, another address: the same module
+  void* m1 = mgpuModuleLoadJIT(const_cast<char*>(ptx), 2);
+  void* m2 = mgpuModuleLoadJIT(copy.data(), 2);
+  ASSERT_NE(m1, nullptr);
+  EXPECT_EQ(m1, m2);
+  void* f1 = mgpuModuleGetFunction(m1, "kernel_a");
+  void* f2 = mgpuModuleGetFunction(m2, "kernel_a");
+  void* g = mgpuModuleGetFunction(m1, "kernel_b");
+  EXPECT_EQ(f1, f2);
+  EXPECT_NE(f1, g);
+  mgpuModuleUnload(m1);
+  mgpuModuleUnload(m2);
+  EXPECT_EQ(mgpuModuleLoadJIT(const_cast<char*>(ptx), 2), m1);  // still loaded: a hit
+  mgpuModuleUnload(m1);
+  const auto after = stats();
+  EXPECT_LE(after.at("modules_loaded") - before.at("modules_loaded"), 1);  // 0 if an earlier test loaded it
+  EXPECT_EQ(after.at("module_cache_hits") - before.at("module_cache_hits"),
+            2 + (after.at("modules_loaded") == before.at("modules_loaded") ? 1 : 0));
+  EXPECT_LE(after.at("function_lookups") - before.at("function_lookups"), 2);
+}
+
+TEST(Runtime, ErrorsAreReportedAndDoNotCrash) {
+  const auto before = stats();
+  char bad[] = "bad module";
+  EXPECT_EQ(mgpuModuleLoad(bad, sizeof bad), nullptr);                      // invalid image
+  EXPECT_EQ(mgpuModuleLoad(nullptr, 0), nullptr);                           // no image
+  EXPECT_EQ(mgpuModuleGetFunction(nullptr, "k"), nullptr);                  // after a failed load
+  void* m = mgpuModuleLoadJIT(const_cast<char*>(ptx), 2);
+  EXPECT_EQ(mgpuModuleGetFunction(m, ""), nullptr);                         // unknown kernel
+  mgpuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr, 0);  // launch of nothing
+  const auto after = stats();
+  EXPECT_EQ(after.at("errors") - before.at("errors"), 4);  // null module lookups are not the driver's business
+  EXPECT_EQ(after.at("launches"), before.at("launches"));
+}
+
+TEST(Runtime, MemoryCallsReachTheDriver) {
+  void* stream = mgpuStreamCreate();
+  auto* p = static_cast<std::uint32_t*>(mgpuMemAlloc(64, stream, false));
+  ASSERT_NE(p, nullptr);  // the stand-in's "device memory" is host memory
+  mgpuMemset32(p, 0xdeadbeef, 16, stream);
+  EXPECT_EQ(p[15], 0xdeadbeefu);
+  mgpuMemset16(p, 0x1234, 2, stream);
+  EXPECT_EQ(p[0], 0x12341234u);
+  std::uint32_t host[16] = {};
+  mgpuMemcpy(host, p, sizeof host, stream);
+  EXPECT_EQ(host[15], 0xdeadbeefu);
+  mgpuMemFree(p, stream);
+  mgpuStreamDestroy(stream);
+}
+
+// Many threads creating and destroying streams and events, loading the same
+// module, looking up and launching (CI runs this under ThreadSanitizer).
+TEST(Runtime, ConcurrentUse) {
+  const auto before = stats();
+  constexpr int threads = 16, rounds = 200;
+  static const char image[] = "// another PTX module, loaded by every thread\n";
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([] {
+      for (int i = 0; i < rounds; ++i) {
+        void* m = mgpuModuleLoadJIT(const_cast<char*>(image), 3);
+        void* f = mgpuModuleGetFunction(m, i % 2 ? "odd" : "even");
+        void* s = mgpuStreamCreate();
+        void* e = mgpuEventCreate();
+        mgpuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr, 0);
+        mgpuEventRecord(e, s);
+        mgpuStreamWaitEvent(s, e);
+        mgpuStreamSynchronize(s);
+        mgpuEventDestroy(e);
+        mgpuStreamDestroy(s);
+        mgpuModuleUnload(m);
+      }
+    });
+  for (auto& t : pool) t.join();
+  const auto after = stats();
+  EXPECT_EQ(after.at("launches") - before.at("launches"), threads * rounds);
+  EXPECT_EQ(after.at("modules_loaded") - before.at("modules_loaded"), 1);
+  EXPECT_EQ(after.at("function_lookups") - before.at("function_lookups"), 2);
+  EXPECT_LE(after.at("streams_created") - before.at("streams_created"), threads);
+  EXPECT_LE(after.at("events_created") - before.at("events_created"), threads);
+  EXPECT_EQ(after.at("errors"), before.at("errors"));
+}
+
+#ifdef TINYLA_MLIR_EXAMPLE
+// The report's program, compiled by MLIR 22: 1000 launches, one stream, one
+// module load and one function lookup reach the driver.
+TEST(MlirProgram, ThousandLaunchesReachTheDriverOnce) {
+  const std::string driver = std::string("TINYLA_GPU_DRIVER=") + TINYLA_FAKE_DRIVER;
+  std::string output;
+  auto n = run_with_stand_in(TINYLA_MLIR_EXAMPLE, driver, &output);
+  EXPECT_EQ(n["launch"], 1000) << output;
+  EXPECT_EQ(n["stream_create"], 1) << output;
+  EXPECT_EQ(n["module_load"], 1) << output;
+  EXPECT_EQ(n["get_function"], 1) << output;
+  EXPECT_EQ(output, "");  // no error printed
+  // Without the pool: what MLIR's own wrappers cost (a stream and a lookup per launch).
+  n = run_with_stand_in(TINYLA_MLIR_EXAMPLE, driver + " TINYLA_MGPU_POOL=0", &output);
+  EXPECT_EQ(n["launch"], 1000) << output;
+  EXPECT_EQ(n["stream_create"], 1000) << output;
+  EXPECT_EQ(n["get_function"], 1000) << output;
+}
+
+TEST(MlirProgram, NoDriverOrNoDeviceIsAClearErrorNotACrash) {
+  std::string output;
+  run_with_stand_in(TINYLA_MLIR_EXAMPLE, "TINYLA_GPU_DRIVER=/nonexistent/libcuda.so.1", &output);
+  EXPECT_NE(output.find("tinyla runtime: no GPU driver could be loaded (/nonexistent/libcuda.so.1:"),
+            std::string::npos) << output;
+  const std::string driver = std::string("TINYLA_GPU_DRIVER=") + TINYLA_FAKE_DRIVER;
+  run_with_stand_in(TINYLA_MLIR_EXAMPLE, driver + " TINYLA_FAKE_NO_DEVICE=1", &output);
+  EXPECT_NE(output.find("initialization failed (no CUDA-capable device is detected"), std::string::npos) << output;
+}
+#endif
+
+}  // namespace
