@@ -72,9 +72,10 @@ using devptr = unsigned long long;
 devptr dp(const void* p) { return devptr(reinterpret_cast<std::uintptr_t>(p)); }
 
 // The primary context of each device, retained once (never released: it lives
-// as long as the process, as the CUDA runtime's does).
+// as long as the process, as the CUDA runtime's does; the table too, since
+// global destructors may still make calls).
 std::mutex contexts_mutex;
-std::vector<ptr> contexts;
+std::vector<ptr>& contexts = *new std::vector<ptr>;
 
 driver table() {
   driver d{};

@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
 
 namespace {
 struct counts {
@@ -51,7 +54,10 @@ API cuInit(unsigned) {
 }
 API cuDeviceGetCount(int* c) { return *c = 1, 0; }
 API cuDeviceGet(int* d, int i) { return i == 0 ? (*d = 0, 0) : 101; }
-API cuDevicePrimaryCtxRetain(ptr* c, int) { return ++n.ctx_retain, *c = fresh(), 0; }
+API cuDevicePrimaryCtxRetain(ptr* c, int) {
+  static char context;  // the one device's primary context
+  return ++n.ctx_retain, *c = &context, 0;
+}
 API cuCtxSetCurrent(ptr) { return ++n.ctx_set, 0; }
 API cuStreamCreate(ptr* s, unsigned) { return ++n.stream_create, *s = fresh(), 0; }
 API cuStreamDestroy_v2(ptr s) { return ++n.stream_destroy, delete[] static_cast<char*>(s), 0; }
@@ -64,9 +70,16 @@ API cuEventSynchronize(ptr) { return 0; }
 API cuModuleLoadData(ptr* m, const void* image) { return load(m, image); }
 API cuModuleLoadDataEx(ptr* m, const void* image, unsigned, int*, void**) { return load(m, image); }
 API cuModuleUnload(ptr m) { return ++n.module_unload, delete[] static_cast<char*>(m), 0; }
-API cuModuleGetFunction(ptr* f, ptr, const char* name) {
+// Functions belong to their module (never freed by the caller): one stable
+// handle per (module, name).
+API cuModuleGetFunction(ptr* f, ptr m, const char* name) {
   if (!name || !*name) return 500;  // CUDA_ERROR_NOT_FOUND
-  return ++n.get_function, *f = fresh(), 0;
+  static std::mutex mutex;
+  static std::map<std::pair<ptr, std::string>, char> functions;
+  std::lock_guard<std::mutex> lock(mutex);
+  ++n.get_function;
+  *f = &functions[{m, name}];
+  return 0;
 }
 API cuFuncSetAttribute(ptr, int, int) { return 0; }
 API cuLaunchKernel(ptr f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, ptr, void**, void**) {
