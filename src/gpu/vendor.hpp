@@ -1,7 +1,8 @@
 // One set of names for the CUDA and HIP runtimes (jaxlib's gpu/vendor.h
 // pattern): the GPU sources and the GPU tests use gpu* names only, and the
 // build picks the vendor (TINYLA_GPU_HIP for HIP, CUDA otherwise). A host
-// compiler (the tests) gets the runtime API only.
+// compiler (the tests) gets the runtime API only. Both runtimes name things
+// alike (cudaMalloc / hipMalloc), so the list is written once.
 #pragma once
 
 #if defined(TINYLA_GPU_HIP)
@@ -13,27 +14,8 @@
 #endif
 #include <hip/hip_runtime_api.h>
 #endif
-
 #define TINYLA_GPU_PLATFORM "rocm"
-using gpuStream_t = hipStream_t;
-using gpuError_t = hipError_t;
-#define gpuSuccess hipSuccess
-#define gpuGetLastError hipGetLastError
-#define gpuGetErrorString hipGetErrorString
-#define gpuGetDeviceCount hipGetDeviceCount
-#define gpuMalloc hipMalloc
-#define gpuFree hipFree
-#define gpuMallocAsync hipMallocAsync
-#define gpuFreeAsync hipFreeAsync
-#define gpuMemcpy hipMemcpy
-#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
-#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
-#define gpuMemset hipMemset
-#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
-#define gpuStreamNonBlocking hipStreamNonBlocking
-#define gpuStreamSynchronize hipStreamSynchronize
-#define gpuStreamDestroy hipStreamDestroy
-#define gpuDeviceSynchronize hipDeviceSynchronize
+#define TINYLA_GPU_NAME(x) hip##x
 #if defined(__HIP__)
 // __syncthreads as ROCm 6 defines it (a workgroup fence around s_barrier):
 // ROCm 5's header version calls into hip.bc, which clang links only from a
@@ -51,26 +33,27 @@ __device__ inline void gpuSyncThreads() {
 #else
 #include <cuda_runtime_api.h>
 #endif
-
 #define TINYLA_GPU_PLATFORM "cuda"
-using gpuStream_t = cudaStream_t;
-using gpuError_t = cudaError_t;
-#define gpuSuccess cudaSuccess
-#define gpuGetLastError cudaGetLastError
-#define gpuGetErrorString cudaGetErrorString
-#define gpuGetDeviceCount cudaGetDeviceCount
-#define gpuMalloc cudaMalloc
-#define gpuFree cudaFree
-#define gpuMallocAsync cudaMallocAsync
-#define gpuFreeAsync cudaFreeAsync
-#define gpuMemcpy cudaMemcpy
-#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
-#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
-#define gpuMemset cudaMemset
-#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
-#define gpuStreamNonBlocking cudaStreamNonBlocking
-#define gpuStreamSynchronize cudaStreamSynchronize
-#define gpuStreamDestroy cudaStreamDestroy
-#define gpuDeviceSynchronize cudaDeviceSynchronize
+#define TINYLA_GPU_NAME(x) cuda##x
 #define gpuSyncThreads __syncthreads
 #endif
+
+using gpuStream_t = TINYLA_GPU_NAME(Stream_t);
+using gpuError_t = TINYLA_GPU_NAME(Error_t);
+#define gpuSuccess TINYLA_GPU_NAME(Success)
+#define gpuGetLastError TINYLA_GPU_NAME(GetLastError)
+#define gpuGetErrorString TINYLA_GPU_NAME(GetErrorString)
+#define gpuGetDeviceCount TINYLA_GPU_NAME(GetDeviceCount)
+#define gpuMalloc TINYLA_GPU_NAME(Malloc)
+#define gpuFree TINYLA_GPU_NAME(Free)
+#define gpuMallocAsync TINYLA_GPU_NAME(MallocAsync)
+#define gpuFreeAsync TINYLA_GPU_NAME(FreeAsync)
+#define gpuMemcpy TINYLA_GPU_NAME(Memcpy)
+#define gpuMemcpyHostToDevice TINYLA_GPU_NAME(MemcpyHostToDevice)
+#define gpuMemcpyDeviceToHost TINYLA_GPU_NAME(MemcpyDeviceToHost)
+#define gpuMemset TINYLA_GPU_NAME(Memset)
+#define gpuStreamCreateWithFlags TINYLA_GPU_NAME(StreamCreateWithFlags)
+#define gpuStreamNonBlocking TINYLA_GPU_NAME(StreamNonBlocking)
+#define gpuStreamSynchronize TINYLA_GPU_NAME(StreamSynchronize)
+#define gpuStreamDestroy TINYLA_GPU_NAME(StreamDestroy)
+#define gpuDeviceSynchronize TINYLA_GPU_NAME(DeviceSynchronize)

@@ -79,16 +79,24 @@ bool runtime::bind_thread() {
   return true;
 }
 
+handle runtime::handle_pool::take() {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (idle.empty()) return nullptr;
+  handle h = idle.back();
+  idle.pop_back();
+  return h;
+}
+
+void runtime::handle_pool::put(handle h) {
+  std::lock_guard<std::mutex> lock(mutex);
+  idle.push_back(h);
+}
+
 handle runtime::acquire_stream() {
   if (!bind_thread()) return nullptr;
-  {
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    if (!idle_streams_.empty()) {
-      handle s = idle_streams_.back();
-      idle_streams_.pop_back();
-      ++stats_.stream_reuses;
-      return s;
-    }
+  if (handle s = streams_.take()) {
+    ++stats_.stream_reuses;
+    return s;
   }
   handle s = nullptr;
   if (!check(drv_.stream_create(&s), "creating a stream")) return nullptr;
@@ -107,20 +115,12 @@ void runtime::release_stream(handle stream) {
     check(drv_.stream_destroy(stream), "destroying a failed stream");
     return;
   }
-  std::lock_guard<std::mutex> lock(streams_mutex_);
-  idle_streams_.push_back(stream);
+  streams_.put(stream);
 }
 
 handle runtime::acquire_event() {
   if (!bind_thread()) return nullptr;
-  {
-    std::lock_guard<std::mutex> lock(events_mutex_);
-    if (!idle_events_.empty()) {
-      handle e = idle_events_.back();
-      idle_events_.pop_back();
-      return e;
-    }
-  }
+  if (handle e = events_.take()) return e;
   handle e = nullptr;
   if (!check(drv_.event_create(&e), "creating an event")) return nullptr;
   ++stats_.events_created;
@@ -133,8 +133,7 @@ void runtime::release_event(handle event) {
     check(drv_.event_destroy(event), "destroying an event");
     return;
   }
-  std::lock_guard<std::mutex> lock(events_mutex_);
-  idle_events_.push_back(event);
+  events_.put(event);
 }
 
 handle runtime::load_module(const void* image, std::size_t size, bool jit, int opt_level) {

@@ -82,10 +82,14 @@ class runtime {
   std::atomic<int> default_device_{0};
   std::atomic<int> device_epoch_{0};  // bumped by set_default_device: threads rebind
 
-  std::mutex streams_mutex_;
-  std::vector<handle> idle_streams_;
-  std::mutex events_mutex_;
-  std::vector<handle> idle_events_;
+  // Idle handles, ready for reuse.
+  struct handle_pool {
+    std::mutex mutex;
+    std::vector<handle> idle;
+    handle take();  // nullptr when empty
+    void put(handle h);
+  };
+  handle_pool streams_, events_;
 
   std::mutex modules_mutex_;
   std::unordered_multimap<std::uint64_t, std::unique_ptr<module_entry>> modules_;  // by content hash
