@@ -1,39 +1,77 @@
-# The GPU backend: src/gpu/backend.cu compiled for NVIDIA (libtinyla_cuda, nvcc)
-# and/or AMD (libtinyla_hip, clang -x hip). Both export tinyla_gpu.h and link
-# libtinyla (tinyla_status_string).
+# The GPU backend for NVIDIA (libtinyla_cuda; kernels compiled by nvcc) and/or
+# AMD (libtinyla_hip; kernels compiled by clang -x hip). Both export
+# tinyla_gpu.h and link libtinyla (tinyla_status_string).
 #
 #   -DTINYLA_CUDA=ON [-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc] [-DTINYLA_CUDA_ARCHITECTURES="80;90"]
 #   -DTINYLA_HIP=ON  [-DTINYLA_HIP_ARCHITECTURES="gfx90a;gfx942"] [-DTINYLA_HIP_CLANG=...]
 #                    [-DTINYLA_HIP_PATH=/usr] [-DTINYLA_ROCM_DEVICE_LIBS=<dir of ocml.bc, ockl.bc, oclc_*.bc>]
 option(TINYLA_CUDA "Build libtinyla_cuda, the GPU backend for NVIDIA GPUs" OFF)
 option(TINYLA_HIP "Build libtinyla_hip, the GPU backend for AMD GPUs" OFF)
-set(TINYLA_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures (sm_80 = A100, sm_90 = H100)")
+set(TINYLA_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures (sm_80 = A100, sm_90 = H100; PTX of the last), or native")
 set(TINYLA_HIP_ARCHITECTURES "gfx90a;gfx942" CACHE STRING "AMD GPU architectures (gfx90a = MI200, gfx942 = MI300)")
 
-# Every GPU compile: the kernels' own namespace; no contraction of a*b+c into
-# fma beyond the kernels' explicit fma calls, so the bits match the CPU's.
+# Each library is the host side, src/gpu/backend.cpp (plain C++ on the launch
+# runtime: the driver is loaded with dlopen at the first launch, so no vendor
+# library is linked), plus a device image of src/gpu/kernels.cu built into the
+# library: a CUDA fatbin (nvcc --fatbin: machine code per architecture, and
+# PTX of the newest for the GPUs after it) or a clang offload bundle of AMD
+# code objects. Device compiles contract no a*b+c into fma beyond the kernels'
+# explicit fma calls, so the bits match the CPU's.
 set(tinyla_gpu_defs TINYLA_KERNEL_NS=gpu_kernels)
+list(TRANSFORM tinyla_gpu_defs PREPEND -D OUTPUT_VARIABLE tinyla_gpu_def_flags)
+set(tinyla_gpu_includes -I${PROJECT_SOURCE_DIR}/src -I${PROJECT_SOURCE_DIR}/include)
+set(tinyla_gpu_kernels_source "${PROJECT_SOURCE_DIR}/src/gpu/kernels.cu")
+
+# tinyla_gpu_backend(<library> <platform: cuda|rocm> <device image> <what it holds>)
+function(tinyla_gpu_backend name platform image kind)
+  set(TINYLA_GPU_IMAGE "${image}")
+  set(TINYLA_GPU_IMAGE_KIND "${kind}")
+  set(image_source "${CMAKE_CURRENT_BINARY_DIR}/${name}_image.cpp")
+  configure_file(${PROJECT_SOURCE_DIR}/src/gpu/image.cpp.in "${image_source}" @ONLY)
+  set_source_files_properties("${image_source}" PROPERTIES OBJECT_DEPENDS "${image}")
+  set_source_files_properties("${image}" PROPERTIES HEADER_FILE_ONLY ON GENERATED ON)
+  add_library(${name} SHARED src/gpu/backend.cpp "${image_source}" "${image}" $<TARGET_OBJECTS:tinyla_runtime>)
+  target_compile_definitions(${name} PRIVATE ${tinyla_gpu_defs} TINYLA_GPU_PLATFORM_NAME="${platform}")
+  target_compile_options(${name} PRIVATE -Wall -Wextra)
+  target_link_libraries(${name} PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+  set_target_properties(${name} PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+  set(tinyla_gpu_libraries ${tinyla_gpu_libraries} ${name} PARENT_SCOPE)
+endfunction()
 
 if(TINYLA_CUDA)
-  enable_language(CUDA)
-  # CMake 3.25 does not know nvcc's C++20 flag (the C++ targets' cxx_std_20 asks for it).
-  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION -std=c++20)
-  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION -std=c++20)
-  add_library(tinyla_cuda SHARED src/gpu/backend.cu)
-  set_target_properties(tinyla_cuda PROPERTIES CUDA_ARCHITECTURES "${TINYLA_CUDA_ARCHITECTURES}"
-    CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF CUDA_RUNTIME_LIBRARY Static
-    CUDA_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
-  target_compile_definitions(tinyla_cuda PRIVATE ${tinyla_gpu_defs})
+  if(CMAKE_CUDA_COMPILER)
+    set(TINYLA_NVCC "${CMAKE_CUDA_COMPILER}" CACHE FILEPATH "nvcc")
+  else()
+    find_program(TINYLA_NVCC nvcc PATHS /usr/local/cuda/bin REQUIRED)
+  endif()
+  get_filename_component(nvcc_bin "${TINYLA_NVCC}" DIRECTORY)
+  get_filename_component(CUDAToolkit_ROOT "${nvcc_bin}" DIRECTORY CACHE)  # the GPU tests' CUDA runtime
+  if(TINYLA_CUDA_ARCHITECTURES STREQUAL "native")  # the GPUs of this machine (nvcc finds them)
+    set(gencode -arch=native)
+  else()
+    set(gencode)
+    foreach(arch IN LISTS TINYLA_CUDA_ARCHITECTURES)
+      list(APPEND gencode -gencode arch=compute_${arch},code=sm_${arch})
+    endforeach()
+    list(GET TINYLA_CUDA_ARCHITECTURES -1 newest)
+    list(APPEND gencode -gencode arch=compute_${newest},code=compute_${newest})
+  endif()
+  set(fatbin "${CMAKE_CURRENT_BINARY_DIR}/tinyla_cuda_kernels.fatbin")
   # relaxed-constexpr: std::numeric_limits in device code; 1675: the kernels'
   # GCC unroll pragmas (for the CPU build) are not nvcc's.
-  target_compile_options(tinyla_cuda PRIVATE --expt-relaxed-constexpr -fmad=false -diag-suppress=1675)
-  list(APPEND tinyla_gpu_libraries tinyla_cuda)
+  add_custom_command(OUTPUT "${fatbin}"
+    COMMAND "${TINYLA_NVCC}" --fatbin -std=c++20 -O3 --expt-relaxed-constexpr -fmad=false -diag-suppress=1675
+            ${gencode} ${tinyla_gpu_def_flags} ${tinyla_gpu_includes}
+            -MD -MF "${fatbin}.d" "${tinyla_gpu_kernels_source}" -o "${fatbin}"
+    DEPFILE "${fatbin}.d" DEPENDS "${tinyla_gpu_kernels_source}"
+    COMMENT "Compiling the CUDA kernels for sm_${TINYLA_CUDA_ARCHITECTURES}" VERBATIM)
+  tinyla_gpu_backend(tinyla_cuda cuda "${fatbin}" "a CUDA fatbin")
 endif()
 
 if(TINYLA_HIP)
   find_program(TINYLA_HIP_CLANG NAMES clang++ PATHS /usr/lib/llvm-22/bin NO_DEFAULT_PATH)
   find_program(TINYLA_HIP_CLANG NAMES clang++-22 clang++)
-  find_library(tinyla_amdhip64 amdhip64 REQUIRED)
+  find_library(tinyla_amdhip64 amdhip64 REQUIRED)  # the GPU tests' HIP runtime
   set(TINYLA_HIP_PATH /usr CACHE PATH "HIP headers' prefix (include/hip)")
   set(TINYLA_ROCM_DEVICE_LIBS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/amdgcn/bitcode CACHE PATH
       "ROCm device libraries (ocml.bc, ockl.bc, oclc_*.bc)")
@@ -60,23 +98,21 @@ if(TINYLA_HIP)
   foreach(arch IN LISTS TINYLA_HIP_ARCHITECTURES)
     list(APPEND arch_flags --offload-arch=${arch})
   endforeach()
-  set(obj "${CMAKE_CURRENT_BINARY_DIR}/backend_hip.o")
-  list(TRANSFORM tinyla_gpu_defs PREPEND -D OUTPUT_VARIABLE defs)
+  set(bundle "${CMAKE_CURRENT_BINARY_DIR}/tinyla_hip_kernels.hipfb")
+  # clang writes no dependency file for a device-only bundle: what kernels.cu includes.
+  file(GLOB kernel_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/gpu/*.hpp ${PROJECT_SOURCE_DIR}/src/kernels/*.hpp
+       ${PROJECT_SOURCE_DIR}/src/job.hpp ${PROJECT_SOURCE_DIR}/include/tinyla/tinyla.h)
   # -mcode-object-version=5: the ABI of the device libraries above.
   # __AMDGCN_WAVEFRONT_SIZE: HIP 5 headers read it and clang 22 no longer
   # defines it; 64 for CDNA (gfx9*), the only family the defaults name.
-  add_custom_command(OUTPUT "${obj}"
-    COMMAND "${TINYLA_HIP_CLANG}" -x hip ${arch_flags} -std=c++20 -O3 -fPIC -ffp-contract=off
-            --hip-path=${TINYLA_HIP_PATH} --rocm-device-lib-path=${bitcode} -mcode-object-version=5
-            -D__AMDGCN_WAVEFRONT_SIZE=64 -DTINYLA_GPU_HIP ${defs} -Wno-pass-failed -fvisibility=hidden
-            -I${PROJECT_SOURCE_DIR}/src -I${PROJECT_SOURCE_DIR}/include
-            -MD -MF "${obj}.d" -c "${PROJECT_SOURCE_DIR}/src/gpu/backend.cu" -o "${obj}"
-    DEPFILE "${obj}.d" DEPENDS "${PROJECT_SOURCE_DIR}/src/gpu/backend.cu"
-    COMMENT "Compiling the HIP backend for ${TINYLA_HIP_ARCHITECTURES}" VERBATIM)
-  add_library(tinyla_hip SHARED "${obj}")
-  set_target_properties(tinyla_hip PROPERTIES LINKER_LANGUAGE CXX)
-  target_link_libraries(tinyla_hip PRIVATE "${tinyla_amdhip64}")
-  list(APPEND tinyla_gpu_libraries tinyla_hip)
+  add_custom_command(OUTPUT "${bundle}"
+    COMMAND "${TINYLA_HIP_CLANG}" -x hip ${arch_flags} --offload-device-only --gpu-bundle-output -std=c++20 -O3
+            -ffp-contract=off --hip-path=${TINYLA_HIP_PATH} --rocm-device-lib-path=${bitcode} -mcode-object-version=5
+            -D__AMDGCN_WAVEFRONT_SIZE=64 -DTINYLA_GPU_HIP ${tinyla_gpu_def_flags} -Wno-pass-failed
+            ${tinyla_gpu_includes} -c "${tinyla_gpu_kernels_source}" -o "${bundle}"
+    DEPENDS "${tinyla_gpu_kernels_source}" ${kernel_headers}
+    COMMENT "Compiling the HIP kernels for ${TINYLA_HIP_ARCHITECTURES}" VERBATIM)
+  tinyla_gpu_backend(tinyla_hip rocm "${bundle}" "a clang offload bundle of AMD code objects")
 endif()
 
 foreach(lib IN LISTS tinyla_gpu_libraries)

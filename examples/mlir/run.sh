@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash scripts/deps
 cmake -S . -B build-mlir -DCMAKE_BUILD_TYPE=Release -DTINYLA_BUILD_BENCH=OFF -DTINYLA_BUILD_TESTS=ON >/dev/null
-cmake --build build-mlir -j "$(nproc)" --target mlir_launch_1000 tinyla_fake_cuda >/dev/null
+cmake --build build-mlir -j "$(nproc)" --target mlir_launch_1000 tinyla_fake_driver >/dev/null
 exe=build-mlir/examples/mlir/mlir_launch_1000
 
 # Best of 5 runs, microseconds of the whole process (start-up and module load included:
@@ -36,7 +36,7 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
 else
   report=$(mktemp)
   for pool in 1 0; do
-    TINYLA_GPU_DRIVER=$PWD/build-mlir/tests/runtime/libtinyla_fake_cuda.so TINYLA_FAKE_DRIVER_REPORT=$report \
+    TINYLA_GPU_DRIVER=$PWD/build-mlir/tests/runtime/libtinyla_fake_driver.so TINYLA_FAKE_DRIVER_REPORT=$report \
       TINYLA_MGPU_POOL=$pool "$exe"
     echo "no GPU here; stand-in driver, TINYLA_MGPU_POOL=$pool: $(cat "$report")"
   done

@@ -135,6 +135,20 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
   return p;
 }
 
+// ---- kernel entry points ------------------------------------------------------------
+// The device image (kernels.cu) exports one extern "C" kernel per family,
+// element type and per-thread n (or the team kernel), named
+//   tinyla_<family>_<dtype>_<n>     per-thread kernel, n = 0..max_per_thread_n
+//   tinyla_<family>_<dtype>_team    team kernel
+// which the host (backend.cpp) looks up by name in the module it loads.
+inline constexpr const char* family_names[] = {"determinant", "inverse", "solve"};
+inline constexpr const char* dtype_names[] = {"f32", "f64", "c64", "c128"};
+inline constexpr int kernel_variants = max_per_thread_n + 2;  // n = 0..max_per_thread_n, then the team kernel
+inline constexpr int kernel_count = 4 * 3 * kernel_variants;
+constexpr int kernel_index(dtype t, family f, int n /* < 0: team */) {
+  return (int(t) * 3 + int(f)) * kernel_variants + (n < 0 ? kernel_variants - 1 : n);
+}
+
 // Calls visit.template operator()<F, N>() for the job's kernel: its family,
 // and the compile-time n of the per-thread kernel (N = -1: the team kernel).
 // The GPU launcher and the host emulation in the tests both dispatch here.

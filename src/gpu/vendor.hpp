@@ -1,7 +1,8 @@
 // One set of names for the CUDA and HIP runtimes (jaxlib's gpu/vendor.h
-// pattern): the GPU sources and the GPU tests use gpu* names only, and the
-// build picks the vendor (TINYLA_GPU_HIP for HIP, CUDA otherwise). A host
-// compiler (the tests) gets the runtime API only. Both runtimes name things
+// pattern): the device code (kernels.cu) and the GPU tests use gpu* names
+// only, and the build picks the vendor (TINYLA_GPU_HIP for HIP, CUDA
+// otherwise). A host compiler (the tests) gets the runtime API only; the
+// backend's host side uses neither (it launches through src/runtime). Both runtimes name things
 // alike (cudaMalloc / hipMalloc), so the list is written once.
 #pragma once
 

@@ -17,6 +17,7 @@ template <class F> bool bind(void* lib, F& fn, const char* name) {
   fn = reinterpret_cast<F>(dlsym(lib, name));
   return fn != nullptr;
 }
+template <class F> bool bind_optional(void* lib, F& fn, const char* name) { return bind(lib, fn, name), true; }
 
 // ---- CUDA driver API ---------------------------------------------------------------------
 
@@ -28,6 +29,8 @@ struct api {
   int (*cuDeviceGet)(int*, int);
   int (*cuDevicePrimaryCtxRetain)(ptr*, int);
   int (*cuCtxSetCurrent)(ptr);
+  int (*cuCtxGetCurrent)(ptr*);
+  int (*cuStreamGetCtx)(ptr, ptr*);
   int (*cuStreamCreate)(ptr*, unsigned);
   int (*cuStreamDestroy_v2)(ptr);
   int (*cuStreamSynchronize)(ptr);
@@ -45,6 +48,8 @@ struct api {
   int (*cuMemAlloc_v2)(unsigned long long*, std::size_t);
   int (*cuMemAllocManaged)(unsigned long long*, std::size_t, unsigned);
   int (*cuMemFree_v2)(unsigned long long);
+  int (*cuMemAllocAsync)(unsigned long long*, std::size_t, ptr);  // optional
+  int (*cuMemFreeAsync)(unsigned long long, ptr);                 // optional
   int (*cuMemcpyAsync)(unsigned long long, unsigned long long, std::size_t, ptr);
   int (*cuMemsetD32Async)(unsigned long long, unsigned, std::size_t, ptr);
   int (*cuMemsetD16Async)(unsigned long long, unsigned short, std::size_t, ptr);
@@ -56,7 +61,8 @@ struct api {
 bool load(void* lib) {
 #define TINYLA_BIND(name) bind(lib, fn.name, #name)
   return TINYLA_BIND(cuInit) && TINYLA_BIND(cuDeviceGetCount) && TINYLA_BIND(cuDeviceGet) &&
-         TINYLA_BIND(cuDevicePrimaryCtxRetain) && TINYLA_BIND(cuCtxSetCurrent) && TINYLA_BIND(cuStreamCreate) &&
+         TINYLA_BIND(cuDevicePrimaryCtxRetain) && TINYLA_BIND(cuCtxSetCurrent) && TINYLA_BIND(cuCtxGetCurrent) &&
+         TINYLA_BIND(cuStreamGetCtx) && TINYLA_BIND(cuStreamCreate) &&
          TINYLA_BIND(cuStreamDestroy_v2) && TINYLA_BIND(cuStreamSynchronize) && TINYLA_BIND(cuStreamWaitEvent) &&
          TINYLA_BIND(cuEventCreate) && TINYLA_BIND(cuEventDestroy_v2) && TINYLA_BIND(cuEventRecord) &&
          TINYLA_BIND(cuEventSynchronize) && TINYLA_BIND(cuModuleLoadData) && TINYLA_BIND(cuModuleLoadDataEx) &&
@@ -64,7 +70,8 @@ bool load(void* lib) {
          TINYLA_BIND(cuLaunchKernel) && TINYLA_BIND(cuMemAlloc_v2) && TINYLA_BIND(cuMemAllocManaged) &&
          TINYLA_BIND(cuMemFree_v2) && TINYLA_BIND(cuMemcpyAsync) && TINYLA_BIND(cuMemsetD32Async) &&
          TINYLA_BIND(cuMemsetD16Async) && TINYLA_BIND(cuMemHostRegister_v2) && TINYLA_BIND(cuMemHostUnregister) &&
-         TINYLA_BIND(cuGetErrorString);
+         TINYLA_BIND(cuGetErrorString) && bind_optional(lib, fn.cuMemAllocAsync, "cuMemAllocAsync") &&
+         bind_optional(lib, fn.cuMemFreeAsync, "cuMemFreeAsync");
 #undef TINYLA_BIND
 }
 
@@ -97,6 +104,9 @@ driver table() {
     }
     return fn.cuCtxSetCurrent(ctx);
   };
+  d.current_context = [](handle* c) { return fn.cuCtxGetCurrent(c); };
+  d.set_context = [](handle c) { return fn.cuCtxSetCurrent(c); };
+  d.stream_context = [](handle s, handle* c) { return fn.cuStreamGetCtx(s, c); };
   d.stream_create = [](handle* s) { return fn.cuStreamCreate(s, 1 /* CU_STREAM_NON_BLOCKING */); };
   d.stream_destroy = [](handle s) { return fn.cuStreamDestroy_v2(s); };
   d.stream_synchronize = [](handle s) { return fn.cuStreamSynchronize(s); };
@@ -127,6 +137,15 @@ driver table() {
     return e;
   };
   d.mem_free = [](void* p) { return fn.cuMemFree_v2(dp(p)); };
+  if (fn.cuMemAllocAsync && fn.cuMemFreeAsync) {
+    d.mem_alloc_async = [](void** p, std::size_t bytes, handle s) {
+      devptr q = 0;
+      const int e = fn.cuMemAllocAsync(&q, bytes, s);
+      *p = reinterpret_cast<void*>(std::uintptr_t(q));
+      return e;
+    };
+    d.mem_free_async = [](void* p, handle s) { return fn.cuMemFreeAsync(dp(p), s); };
+  }
   d.memcpy_async = [](void* dst, const void* src, std::size_t n, handle s) { return fn.cuMemcpyAsync(dp(dst), dp(src), n, s); };
   d.memset32_async = [](void* dst, std::uint32_t v, std::size_t n, handle s) { return fn.cuMemsetD32Async(dp(dst), v, n, s); };
   d.memset16_async = [](void* dst, std::uint16_t v, std::size_t n, handle s) { return fn.cuMemsetD16Async(dp(dst), v, n, s); };
@@ -148,6 +167,8 @@ struct api {
   int (*hipInit)(unsigned);
   int (*hipGetDeviceCount)(int*);
   int (*hipSetDevice)(int);
+  int (*hipGetDevice)(int*);
+  int (*hipStreamGetDevice)(ptr, int*);  // optional (HIP >= 5.6?): else the current device
   int (*hipStreamCreateWithFlags)(ptr*, unsigned);
   int (*hipStreamDestroy)(ptr);
   int (*hipStreamSynchronize)(ptr);
@@ -164,6 +185,8 @@ struct api {
   int (*hipMalloc)(void**, std::size_t);
   int (*hipMallocManaged)(void**, std::size_t, unsigned);
   int (*hipFree)(void*);
+  int (*hipMallocAsync)(void**, std::size_t, ptr);  // optional
+  int (*hipFreeAsync)(void*, ptr);                  // optional
   int (*hipMemcpyAsync)(void*, const void*, std::size_t, int, ptr);
   int (*hipMemsetD32Async)(void*, int, std::size_t, ptr);
   int (*hipMemsetD16Async)(void*, unsigned short, std::size_t, ptr);
@@ -175,13 +198,15 @@ struct api {
 bool load(void* lib) {
 #define TINYLA_BIND(name) bind(lib, fn.name, #name)
   return TINYLA_BIND(hipInit) && TINYLA_BIND(hipGetDeviceCount) && TINYLA_BIND(hipSetDevice) &&
+         TINYLA_BIND(hipGetDevice) && bind_optional(lib, fn.hipStreamGetDevice, "hipStreamGetDevice") &&
          TINYLA_BIND(hipStreamCreateWithFlags) && TINYLA_BIND(hipStreamDestroy) && TINYLA_BIND(hipStreamSynchronize) &&
          TINYLA_BIND(hipStreamWaitEvent) && TINYLA_BIND(hipEventCreateWithFlags) && TINYLA_BIND(hipEventDestroy) &&
          TINYLA_BIND(hipEventRecord) && TINYLA_BIND(hipEventSynchronize) && TINYLA_BIND(hipModuleLoadData) &&
          TINYLA_BIND(hipModuleUnload) && TINYLA_BIND(hipModuleGetFunction) && TINYLA_BIND(hipModuleLaunchKernel) &&
          TINYLA_BIND(hipMalloc) && TINYLA_BIND(hipMallocManaged) && TINYLA_BIND(hipFree) &&
          TINYLA_BIND(hipMemcpyAsync) && TINYLA_BIND(hipMemsetD32Async) && TINYLA_BIND(hipMemsetD16Async) &&
-         TINYLA_BIND(hipHostRegister) && TINYLA_BIND(hipHostUnregister) && TINYLA_BIND(hipGetErrorString);
+         TINYLA_BIND(hipHostRegister) && TINYLA_BIND(hipHostUnregister) && TINYLA_BIND(hipGetErrorString) &&
+         bind_optional(lib, fn.hipMallocAsync, "hipMallocAsync") && bind_optional(lib, fn.hipFreeAsync, "hipFreeAsync");
 #undef TINYLA_BIND
 }
 
@@ -191,6 +216,20 @@ driver table() {
   d.init = [] { return fn.hipInit(0); };
   d.device_count = [](int* n) { return fn.hipGetDeviceCount(n); };
   d.use_device = [](int device) { return fn.hipSetDevice(device); };
+  // HIP has no contexts to speak of: the "context" is the current device + 1.
+  d.current_context = [](handle* c) {
+    int device = 0;
+    const int e = fn.hipGetDevice(&device);
+    *c = e ? nullptr : reinterpret_cast<handle>(std::intptr_t(device) + 1);
+    return e;
+  };
+  d.set_context = [](handle c) { return fn.hipSetDevice(int(reinterpret_cast<std::intptr_t>(c)) - 1); };
+  d.stream_context = [](handle s, handle* c) {
+    int device = 0;
+    const int e = fn.hipStreamGetDevice ? fn.hipStreamGetDevice(s, &device) : fn.hipGetDevice(&device);
+    *c = e ? nullptr : reinterpret_cast<handle>(std::intptr_t(device) + 1);
+    return e;
+  };
   d.stream_create = [](handle* s) { return fn.hipStreamCreateWithFlags(s, 1 /* hipStreamNonBlocking */); };
   d.stream_destroy = [](handle s) { return fn.hipStreamDestroy(s); };
   d.stream_synchronize = [](handle s) { return fn.hipStreamSynchronize(s); };
@@ -212,6 +251,10 @@ driver table() {
     return host_shared ? fn.hipMallocManaged(p, bytes, 1 /* hipMemAttachGlobal */) : fn.hipMalloc(p, bytes);
   };
   d.mem_free = [](void* p) { return fn.hipFree(p); };
+  if (fn.hipMallocAsync && fn.hipFreeAsync) {
+    d.mem_alloc_async = [](void** p, std::size_t bytes, handle s) { return fn.hipMallocAsync(p, bytes, s); };
+    d.mem_free_async = [](void* p, handle s) { return fn.hipFreeAsync(p, s); };
+  }
   d.memcpy_async = [](void* dst, const void* src, std::size_t n, handle s) {
     return fn.hipMemcpyAsync(dst, src, n, 4 /* hipMemcpyDefault */, s);
   };
@@ -233,18 +276,28 @@ struct loaded {
   std::string why;
 };
 
-loaded load() {
+loaded load(platform want) {
   loaded r;
+  if (want == platform::any)
+    if (const char* env = std::getenv("TINYLA_GPU_PLATFORM"); env && *env) {
+      const std::string p = env;
+      want = p == "cuda" ? platform::cuda : p == "rocm" ? platform::rocm : want;
+      if (want == platform::any) {
+        r.why = "TINYLA_GPU_PLATFORM=" + p + " is neither cuda nor rocm";
+        return r;
+      }
+    }
   std::vector<std::string> candidates;
   if (const char* path = std::getenv("TINYLA_GPU_DRIVER"); path && *path) {
     candidates.push_back(path);
   } else {
-    const char* platform = std::getenv("TINYLA_GPU_PLATFORM");
-    const std::string p = platform ? platform : "";
-    if (p.empty() || p == "cuda") candidates.push_back("libcuda.so.1");
-    if (p.empty() || p == "rocm") candidates.insert(candidates.end(), {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"});
-    if (candidates.empty()) r.why = "TINYLA_GPU_PLATFORM=" + p + " is neither cuda nor rocm; ";
+    if (want != platform::rocm) candidates.push_back("libcuda.so.1");
+    if (want != platform::cuda) candidates.insert(candidates.end(), {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"});
   }
+  // The entry points live in one table per API, bound from the first library
+  // that has them (one per process in practice; TINYLA_GPU_DRIVER names one).
+  static std::mutex binding;
+  std::lock_guard<std::mutex> lock(binding);
   for (const auto& name : candidates) {
     void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
@@ -252,12 +305,14 @@ loaded load() {
       r.why += name + ": " + (e ? e : "not loadable") + "; ";
       continue;
     }
-    if (cu::load(lib)) {
+    static bool cu_bound = false, hip_bound = false;
+    if (want != platform::rocm && (cu_bound || (cu_bound = cu::load(lib)))) {
       r.table = cu::table();
-    } else if (hip::load(lib)) {
+    } else if (want != platform::cuda && (hip_bound || (hip_bound = hip::load(lib)))) {
       r.table = hip::table();
     } else {
-      r.why += name + ": loaded, but it has neither the CUDA driver API nor HIP; ";
+      r.why += name + ": loaded, but it has " +
+               (want == platform::cuda ? "not the CUDA driver API" : want == platform::rocm ? "not HIP" : "neither the CUDA driver API nor HIP") + "; ";
       dlclose(lib);
       continue;
     }
@@ -275,12 +330,15 @@ loaded load() {
 
 }  // namespace
 
-const driver* load_driver(std::string* why) {
-  // Once, thread-safe; never destroyed: global destructors (an MLIR program's
-  // module unload) run after function-local statics are gone.
-  static const loaded* l = new loaded(load());
-  if (why) *why = l->why;
-  return l->ok ? &l->table : nullptr;
+const driver* load_driver(platform p, std::string* why) {
+  // Once per platform, thread-safe; never destroyed: global destructors (an
+  // MLIR program's module unload) run after function-local statics are gone.
+  static std::once_flag once[3];
+  static const loaded* l[3];
+  const int i = int(p);
+  std::call_once(once[i], [&] { l[i] = new loaded(load(p)); });
+  if (why) *why = l[i]->why;
+  return l[i]->ok ? &l[i]->table : nullptr;
 }
 
 }  // namespace tinyla::runtime

@@ -19,6 +19,12 @@ struct driver {
   int (*init)();
   int (*device_count)(int*);
   int (*use_device)(int device);  // makes `device` current on the calling thread (primary context)
+  // The calling thread's current context (CUDA; null if none) or device (HIP:
+  // device + 1, never null), and making one current. Pools and modules belong
+  // to one context.
+  int (*current_context)(handle*);
+  int (*set_context)(handle);
+  int (*stream_context)(handle stream, handle*);  // the non-null stream's context
   int (*stream_create)(handle*);  // non-blocking
   int (*stream_destroy)(handle);
   int (*stream_synchronize)(handle);
@@ -36,6 +42,9 @@ struct driver {
                 unsigned block_z, unsigned shared_bytes, handle stream, void** params, void** extra);
   int (*mem_alloc)(void**, std::size_t bytes, bool host_shared);
   int (*mem_free)(void*);
+  // Stream-ordered allocation (CUDA >= 11.2, HIP >= 5.2); null if the driver has none.
+  int (*mem_alloc_async)(void**, std::size_t bytes, handle stream);
+  int (*mem_free_async)(void*, handle stream);
   int (*memcpy_async)(void* dst, const void* src, std::size_t bytes, handle stream);
   int (*memset32_async)(void* dst, std::uint32_t value, std::size_t count, handle stream);
   int (*memset16_async)(void* dst, std::uint16_t value, std::size_t count, handle stream);
@@ -44,10 +53,13 @@ struct driver {
   const char* (*error_string)(int code);
 };
 
-// The driver of this process, loaded on the first call (thread-safe). Which:
-// TINYLA_GPU_DRIVER=<path of a library with the CUDA driver API or HIP>, or
-// TINYLA_GPU_PLATFORM=cuda|rocm, else the first of libcuda.so.1 and
-// libamdhip64.so that loads. nullptr when none loads; `why` says what was tried.
-const driver* load_driver(std::string* why = nullptr);
+enum class platform { any, cuda, rocm };
+
+// A driver of this process, loaded on the first call for each platform
+// (thread-safe). Which library: TINYLA_GPU_DRIVER=<path of a library with the
+// CUDA driver API or HIP>, else libcuda.so.1 (cuda), libamdhip64.so (rocm), or
+// for `any` the first of them that loads (TINYLA_GPU_PLATFORM=cuda|rocm picks).
+// nullptr when none loads; `why` says what was tried.
+const driver* load_driver(platform p, std::string* why = nullptr);
 
 }  // namespace tinyla::runtime

@@ -12,6 +12,7 @@
 // nothing either; the program goes on, and its results are not computed.
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "runtime/runtime.hpp"
 
@@ -20,7 +21,25 @@ using tinyla::runtime::runtime;
 
 namespace {
 
-runtime* rt() { return runtime::get(); }
+// The runtime, printing its failures (the ABI returns no status), or nullptr
+// (no driver: said once on stderr).
+runtime* rt() {
+  static runtime* r = [] {
+    std::string why;
+    runtime* found = runtime::get(tinyla::runtime::platform::any, &why);
+    if (found) found->print_errors(true);
+    else std::fprintf(stderr, "tinyla runtime: no GPU driver could be loaded (%s)\n", why.c_str());
+    return found;
+  }();
+  return r;
+}
+
+// ... with the default device current on this thread (what MLIR's wrappers do
+// on every call), or nullptr.
+runtime* bound() {
+  runtime* r = rt();
+  return r && r->bind_thread() ? r : nullptr;
+}
 
 // StridedMemRefType<char, rank>: the descriptor of a ranked memref.
 struct memref_descriptor {
@@ -35,12 +54,12 @@ struct memref_descriptor {
 #define TINYLA_MGPU extern "C" __attribute__((visibility("default")))
 
 TINYLA_MGPU handle mgpuModuleLoad(void* data, std::size_t size) {
-  runtime* r = rt();
+  runtime* r = bound();
   return r ? r->load_module(data, size, false, 0) : nullptr;
 }
 
 TINYLA_MGPU handle mgpuModuleLoadJIT(void* data, int opt_level) {
-  runtime* r = rt();
+  runtime* r = bound();
   return r ? r->load_module(data, 0, true, opt_level) : nullptr;
 }
 
@@ -49,7 +68,7 @@ TINYLA_MGPU void mgpuModuleUnload(handle module) {
 }
 
 TINYLA_MGPU handle mgpuModuleGetFunction(handle module, const char* name) {
-  runtime* r = rt();
+  runtime* r = bound();
   return r && module ? r->function(module, name) : nullptr;
 }
 
@@ -59,7 +78,7 @@ TINYLA_MGPU void mgpuLaunchKernel(handle function, std::intptr_t grid_x, std::in
                                   std::intptr_t block_x, std::intptr_t block_y, std::intptr_t block_z,
                                   std::int32_t shared_bytes, handle stream, void** params, void** extra,
                                   std::size_t /*param_count*/) {
-  runtime* r = rt();
+  runtime* r = bound();
   if (!r) return;
   const unsigned grid[3] = {unsigned(grid_x), unsigned(grid_y), unsigned(grid_z)};
   const unsigned block[3] = {unsigned(block_x), unsigned(block_y), unsigned(block_z)};
@@ -67,7 +86,7 @@ TINYLA_MGPU void mgpuLaunchKernel(handle function, std::intptr_t grid_x, std::in
 }
 
 TINYLA_MGPU handle mgpuStreamCreate() {
-  runtime* r = rt();
+  runtime* r = bound();
   return r ? r->acquire_stream() : nullptr;
 }
 
@@ -84,12 +103,12 @@ TINYLA_MGPU void mgpuStreamWaitEvent(handle stream, handle event) {
 }
 
 TINYLA_MGPU handle mgpuEventCreate() {
-  runtime* r = rt();
+  runtime* r = bound();
   return r ? r->acquire_event() : nullptr;
 }
 
 TINYLA_MGPU void mgpuEventDestroy(handle event) {
-  if (runtime* r = rt(); r && event) r->release_event(event);
+  if (runtime* r = bound(); r && event) r->release_event(event);
 }
 
 TINYLA_MGPU void mgpuEventSynchronize(handle event) {
@@ -101,8 +120,8 @@ TINYLA_MGPU void mgpuEventRecord(handle event, handle stream) {
 }
 
 TINYLA_MGPU void* mgpuMemAlloc(std::uint64_t bytes, handle /*stream*/, bool host_shared) {
-  runtime* r = rt();
-  if (!r || !r->bind_thread() || bytes == 0) return nullptr;
+  runtime* r = bound();
+  if (!r || bytes == 0) return nullptr;
   void* p = nullptr;
   return r->check(r->drv().mem_alloc(&p, bytes, host_shared), "mgpuMemAlloc") ? p : nullptr;
 }
@@ -112,19 +131,19 @@ TINYLA_MGPU void mgpuMemFree(void* ptr, handle /*stream*/) {
 }
 
 TINYLA_MGPU void mgpuMemcpy(void* dst, void* src, std::size_t bytes, handle stream) {
-  if (runtime* r = rt(); r && bytes) r->check(r->drv().memcpy_async(dst, src, bytes, stream), "mgpuMemcpy");
+  if (runtime* r = bound(); r && bytes) r->check(r->drv().memcpy_async(dst, src, bytes, stream), "mgpuMemcpy");
 }
 
 TINYLA_MGPU void mgpuMemset32(void* dst, std::uint32_t value, std::size_t count, handle stream) {
-  if (runtime* r = rt(); r && count) r->check(r->drv().memset32_async(dst, value, count, stream), "mgpuMemset32");
+  if (runtime* r = bound(); r && count) r->check(r->drv().memset32_async(dst, value, count, stream), "mgpuMemset32");
 }
 
 TINYLA_MGPU void mgpuMemset16(void* dst, std::uint16_t value, std::size_t count, handle stream) {
-  if (runtime* r = rt(); r && count) r->check(r->drv().memset16_async(dst, value, count, stream), "mgpuMemset16");
+  if (runtime* r = bound(); r && count) r->check(r->drv().memset16_async(dst, value, count, stream), "mgpuMemset16");
 }
 
 TINYLA_MGPU void mgpuMemHostRegister(void* ptr, std::uint64_t bytes) {
-  if (runtime* r = rt(); r && r->bind_thread() && ptr && bytes)
+  if (runtime* r = bound(); r && ptr && bytes)
     r->check(r->drv().host_register(ptr, bytes), "mgpuMemHostRegister");
 }
 

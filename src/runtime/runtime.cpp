@@ -14,7 +14,8 @@ std::uint64_t fnv1a(const char* p, std::size_t n) {
 }
 
 // The size of a GPU binary from its header: ELF (cubin, hsaco: section headers
-// come last), CUDA fatbin (header + payload), else NUL-terminated text (PTX).
+// come last), CUDA fatbin (header + payload), clang offload bundle (HIP's
+// fatbin: the end of its last entry), else NUL-terminated text (PTX).
 std::size_t image_size(const void* image) {
   const auto* b = static_cast<const unsigned char*>(image);
   if (std::memcmp(b, "\x7f" "ELF", 4) == 0 && b[4] == 2) {  // 64-bit ELF
@@ -34,36 +35,59 @@ std::size_t image_size(const void* image) {
     std::memcpy(&payload, b + 8, 8);
     return std::size_t(header) + std::size_t(payload);
   }
+  static constexpr char bundle_magic[] = "__CLANG_OFFLOAD_BUNDLE__";  // then u64 count, entries {u64 offset, size, id length, id}
+  if (std::memcmp(b, bundle_magic, sizeof bundle_magic - 1) == 0) {
+    std::uint64_t count, end = 0;
+    std::memcpy(&count, b + 24, 8);
+    const unsigned char* entry = b + 32;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::uint64_t offset, size, id_length;
+      std::memcpy(&offset, entry, 8);
+      std::memcpy(&size, entry + 8, 8);
+      std::memcpy(&id_length, entry + 16, 8);
+      end = offset + size > end ? offset + size : end;
+      entry += 24 + id_length;
+    }
+    return std::size_t(end);
+  }
   return std::strlen(static_cast<const char*>(image)) + 1;
 }
 
 thread_local int bound_epoch = -1;
+// Trivially destructible: global destructors (module unloads at exit) may
+// still record a failure after this thread's thread_local objects are gone.
+thread_local char latest_error[512];
 
 }  // namespace
 
-runtime* runtime::get(std::string* why) {
-  static runtime* instance = [] {
-    std::string reason;
-    const driver* d = load_driver(&reason);
-    if (!d) {
-      std::fprintf(stderr, "tinyla runtime: no GPU driver could be loaded (%s)\n", reason.c_str());
-      return static_cast<runtime*>(nullptr);
-    }
-    return new runtime(*d);  // never deleted: global destructors may call in at exit
-  }();
-  if (why && !instance) load_driver(why);
-  return instance;
+runtime* runtime::get(platform p, std::string* why) {
+  static std::once_flag once[3];
+  static runtime* instances[3];
+  const int i = int(p);
+  std::call_once(once[i], [&] {
+    const driver* d = load_driver(p);
+    instances[i] = d ? new runtime(*d) : nullptr;  // never deleted: global destructors may call in at exit
+  });
+  if (why && !instances[i]) load_driver(p, why);
+  return instances[i];
 }
+
+const char* runtime::last_error() { return latest_error; }
 
 runtime::runtime(const driver& d)
     : drv_(d), pooling_(!(std::getenv("TINYLA_MGPU_POOL") && std::string(std::getenv("TINYLA_MGPU_POOL")) == "0")) {}
 
+bool runtime::fail(const std::string& message) {
+  ++stats_.errors;
+  std::snprintf(latest_error, sizeof latest_error, "%s", message.c_str());
+  if (print_errors_) std::fprintf(stderr, "tinyla runtime: %s\n", message.c_str());
+  return false;
+}
+
 bool runtime::check(int code, const char* what) {
   if (code == 0) return true;
-  ++stats_.errors;
-  std::fprintf(stderr, "tinyla runtime: %s failed: %s (%s error %d)\n", what, drv_.error_string(code),
-               drv_.platform.c_str(), code);
-  return false;
+  return fail(std::string(what) + " failed: " + drv_.error_string(code) + " (" + drv_.platform + " error " +
+              std::to_string(code) + ")");
 }
 
 void runtime::set_default_device(int device) {
@@ -77,6 +101,37 @@ bool runtime::bind_thread() {
   if (!check(drv_.use_device(default_device_.load()), "selecting the device")) return false;
   bound_epoch = epoch;
   return true;
+}
+
+handle runtime::use_stream_context(handle stream) {
+  handle current = nullptr, wanted = nullptr;
+  if (!check(drv_.current_context(&current), "reading the current context")) return nullptr;
+  if (stream) {
+    if (!check(drv_.stream_context(stream, &wanted), "reading the stream's context")) return nullptr;
+  } else {
+    if (current) return current;
+    if (!check(drv_.use_device(0), "selecting device 0") || !check(drv_.current_context(&wanted), "reading the context"))
+      return nullptr;
+    current = wanted;
+  }
+  if (wanted != current && !check(drv_.set_context(wanted), "making the stream's context current")) return nullptr;
+  bound_epoch = -1;  // the default device is no longer current for sure
+  return wanted;
+}
+
+runtime::context_pools* runtime::pools(handle context) {
+  if (!context) return nullptr;
+  std::lock_guard<std::mutex> lock(contexts_mutex_);
+  for (auto& [c, p] : contexts_)
+    if (c == context) return p.get();
+  return contexts_.emplace_back(context, std::make_unique<context_pools>()).second.get();
+}
+
+runtime::context_pools* runtime::current_pools() {
+  handle context = nullptr;
+  if (!check(drv_.current_context(&context), "reading the current context")) return nullptr;
+  if (!context) fail("no current context (no device selected on this thread)");
+  return pools(context);
 }
 
 handle runtime::handle_pool::take() {
@@ -93,8 +148,9 @@ void runtime::handle_pool::put(handle h) {
 }
 
 handle runtime::acquire_stream() {
-  if (!bind_thread()) return nullptr;
-  if (handle s = streams_.take()) {
+  context_pools* p = current_pools();
+  if (!p) return nullptr;
+  if (handle s = pooling_ ? p->streams.take() : nullptr) {
     ++stats_.stream_reuses;
     return s;
   }
@@ -111,16 +167,19 @@ void runtime::release_stream(handle stream) {
     return;
   }
   // Idle before anyone else gets it (MLIR synchronizes first, so this is cheap).
-  if (!check(drv_.stream_synchronize(stream), "synchronizing a released stream")) {
+  handle context = nullptr;
+  if (!check(drv_.stream_synchronize(stream), "synchronizing a released stream") ||
+      !check(drv_.stream_context(stream, &context), "reading a released stream's context") || !context) {
     check(drv_.stream_destroy(stream), "destroying a failed stream");
     return;
   }
-  streams_.put(stream);
+  pools(context)->streams.put(stream);
 }
 
 handle runtime::acquire_event() {
-  if (!bind_thread()) return nullptr;
-  if (handle e = events_.take()) return e;
+  context_pools* p = current_pools();
+  if (!p) return nullptr;
+  if (handle e = pooling_ ? p->events.take() : nullptr) return e;
   handle e = nullptr;
   if (!check(drv_.event_create(&e), "creating an event")) return nullptr;
   ++stats_.events_created;
@@ -133,24 +192,24 @@ void runtime::release_event(handle event) {
     check(drv_.event_destroy(event), "destroying an event");
     return;
   }
-  events_.put(event);
+  // Into the current context's pool: the driver cannot say an event's context;
+  // mgpu's calls come from the thread's default device, where it was made.
+  if (context_pools* p = current_pools()) p->events.put(event);
+  else check(drv_.event_destroy(event), "destroying an event");
 }
 
 handle runtime::load_module(const void* image, std::size_t size, bool jit, int opt_level) {
-  if (!image) {
-    ++stats_.errors;
-    std::fprintf(stderr, "tinyla runtime: loading a module: no binary (null pointer)\n");
-    return nullptr;
-  }
-  if (!bind_thread()) return nullptr;
+  if (!image) return fail("loading a module: no binary (null pointer)"), nullptr;
+  handle context = nullptr;
+  if (!check(drv_.current_context(&context), "reading the current context")) return nullptr;
   if (size == 0) size = image_size(image);
   const char* bytes = static_cast<const char*>(image);
-  const std::uint64_t key = fnv1a(bytes, size);
+  const std::uint64_t key = fnv1a(bytes, size) ^ std::uint64_t(reinterpret_cast<std::uintptr_t>(context));
   std::lock_guard<std::mutex> lock(modules_mutex_);  // held across the load: one load per binary
   auto [first, last] = modules_.equal_range(key);
   for (auto it = first; it != last; ++it) {
     module_entry& e = *it->second;
-    if (e.image.size() == size && std::memcmp(e.image.data(), bytes, size) == 0) {
+    if (e.context == context && e.image.size() == size && std::memcmp(e.image.data(), bytes, size) == 0) {
       ++e.refs;
       ++stats_.module_cache_hits;
       return e.module;
@@ -161,6 +220,7 @@ handle runtime::load_module(const void* image, std::size_t size, bool jit, int o
   if (!check(code, "loading a module")) return nullptr;
   ++stats_.modules_loaded;
   auto entry = std::make_unique<module_entry>();
+  entry->context = context;
   entry->image.assign(bytes, bytes + size);
   entry->module = m;
   entry->refs = 1;
@@ -173,26 +233,22 @@ void runtime::unload_module(handle module) {
   std::lock_guard<std::mutex> lock(modules_mutex_);
   auto it = module_of_.find(module);
   if (it == module_of_.end()) {
-    ++stats_.errors;
-    std::fprintf(stderr, "tinyla runtime: unloading a module this runtime did not load (%p)\n", module);
+    char text[96];
+    std::snprintf(text, sizeof text, "unloading a module this runtime did not load (%p)", module);
+    fail(text);
     return;
   }
   if (it->second->refs > 0) --it->second->refs;  // stays loaded: see runtime.hpp
 }
 
 handle runtime::function(handle module, const char* name) {
-  if (!module || !name) {
-    ++stats_.errors;
-    std::fprintf(stderr, "tinyla runtime: function lookup without a module or a name\n");
-    return nullptr;
-  }
+  if (!module || !name) return fail("function lookup without a module or a name"), nullptr;
   std::lock_guard<std::mutex> lock(functions_mutex_);
   auto key = std::make_pair(module, std::string(name));
   if (auto it = functions_.find(key); pooling_ && it != functions_.end()) {
     ++stats_.function_cache_hits;
     return it->second;
   }
-  if (!bind_thread()) return nullptr;
   handle f = nullptr;
   if (!check(drv_.module_get_function(&f, module, name), ("looking up kernel " + key.second).c_str())) return nullptr;
   ++stats_.function_lookups;
@@ -200,28 +256,25 @@ handle runtime::function(handle module, const char* name) {
   return f;
 }
 
-void runtime::launch(handle function, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
+bool runtime::launch(handle function, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
                      handle stream, void** params, void** extra) {
-  if (!function) {
-    ++stats_.errors;
-    std::fprintf(stderr, "tinyla runtime: launch of a null function (an earlier load or lookup failed)\n");
-    return;
-  }
-  if (!bind_thread()) return;
+  if (!function) return fail("launch of a null function (an earlier load or lookup failed)");
   constexpr unsigned default_shared = 48 * 1024;
   if (shared_bytes > default_shared) {
     std::lock_guard<std::mutex> lock(functions_mutex_);
     unsigned& allowed = shared_opt_in_[function];
     if (shared_bytes > allowed) {
       if (!check(drv_.allow_dynamic_shared(function, int(shared_bytes)), "raising the dynamic shared memory limit"))
-        return;
+        return false;
       allowed = shared_bytes;
     }
   }
-  if (check(drv_.launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, stream, params,
-                        extra),
-            "launching a kernel"))
-    ++stats_.launches;
+  if (!check(drv_.launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, stream, params,
+                         extra),
+             "launching a kernel"))
+    return false;
+  ++stats_.launches;
+  return true;
 }
 
 }  // namespace tinyla::runtime

@@ -1,19 +1,29 @@
 // The GPU launch runtime: small objects with one job each over the lazily
-// loaded driver (driver.hpp). Thread-safe; one per process, never destroyed
-// (global destructors of MLIR programs call into it at exit, in any order).
+// loaded driver (driver.hpp). Thread-safe; one per platform and process, never
+// destroyed (global destructors of MLIR programs call into it at exit, in any
+// order). Its users: libtinyla_mgpu (MLIR's mgpu* ABI) and tinyla's GPU
+// backend (src/gpu/backend.cpp).
 //
-// - device: mgpuSetDefaultDevice's device, made current on each calling thread
-//   (its primary context on CUDA) the first time that thread needs it.
+// Everything a driver makes belongs to a context (CUDA; on HIP: a device), so
+// pools and modules are kept per context: the calling thread's current one.
+// Callers make the right one current first: bind_thread (mgpu: the default
+// device, mgpuSetDefaultDevice's) or use_stream_context (the backend: the
+// context of the caller's stream).
 // - stream pool: non-blocking streams, reused; a stream is synchronized when it
 //   is released, so one taken from the pool is idle.
 // - event pool: events, reused.
-// - module cache: keyed by the binary's content (a copy of its bytes); loads
-//   are refcounted, and a module stays loaded when its count drops to 0 (a
-//   later load of the same binary hits the cache; the driver frees it at exit).
+// - module cache: keyed by (context, the binary's content: a copy of its
+//   bytes); loads are refcounted, and a module stays loaded when its count
+//   drops to 0 (a later load of the same binary hits the cache; the driver
+//   frees it at exit).
 // - function cache: (module, name) -> function, and for each function the
 //   dynamic shared memory it was opted in to (CUDA: above 48 KiB).
 // TINYLA_MGPU_POOL=0 turns the stream/event pools and the function cache off
 // (for comparisons: what MLIR's own runtime wrappers do).
+//
+// A failed driver call makes the method return null/false; last_error() says
+// why (this thread's latest failure), and with print_errors it also goes to
+// stderr (the mgpu ABI has no other way to say it).
 #pragma once
 
 #include <atomic>
@@ -39,38 +49,46 @@ struct counters {
 
 class runtime {
  public:
-  // The process's runtime; nullptr when no driver loads (the reason is printed
-  // once to stderr, and `why` gets it).
-  static runtime* get(std::string* why = nullptr);
+  // The process's runtime for `p`; nullptr when no driver loads (`why` says why).
+  static runtime* get(platform p, std::string* why = nullptr);
+  // This thread's latest failure ("" if none yet).
+  static const char* last_error();
 
   const driver& drv() const { return drv_; }
   counters& stats() { return stats_; }
+  void print_errors(bool on) { print_errors_ = on; }
 
   void set_default_device(int device);
-  // Makes the default device current on this thread; false (error reported) if it cannot.
+  // Makes the default device current on this thread; false on failure.
   bool bind_thread();
+  // Makes the stream's context current on this thread (for the null stream: the
+  // current context, else device 0's primary one, as the CUDA runtime would)
+  // and returns it; nullptr on failure.
+  handle use_stream_context(handle stream);
 
+  // In the current context.
   handle acquire_stream();
-  void release_stream(handle stream);
+  void release_stream(handle stream);  // back to the pool of the stream's own context
   handle acquire_event();
   void release_event(handle event);
 
-  // size: the image's bytes, or 0 to read it off the image (ELF, fatbin, or
-  // NUL-terminated text such as PTX). nullptr on failure (reported).
+  // In the current context. size: the image's bytes, or 0 to read it off the
+  // image (ELF, CUDA fatbin, clang offload bundle, or NUL-terminated text such as PTX).
   handle load_module(const void* image, std::size_t size, bool jit, int opt_level);
   void unload_module(handle module);
   handle function(handle module, const char* name);
-  void launch(handle function, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes, handle stream,
+  bool launch(handle function, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes, handle stream,
               void** params, void** extra);
 
-  // Reports a failed driver call (stderr; the mgpu ABI returns no status).
-  // True when `code` is success.
+  // True when `code` is success; else records (and maybe prints) the failure.
   bool check(int code, const char* what);
+  bool fail(const std::string& message);  // records a failure that is not a driver code; false
 
  private:
   explicit runtime(const driver& d);
 
   struct module_entry {
+    handle context = nullptr;
     std::vector<char> image;
     handle module = nullptr;
     int refs = 0;
@@ -78,6 +96,7 @@ class runtime {
 
   const driver& drv_;
   const bool pooling_;  // false (TINYLA_MGPU_POOL=0): a stream per create, a driver lookup per call, as MLIR's own wrappers do
+  std::atomic<bool> print_errors_{false};
   counters stats_;
   std::atomic<int> default_device_{0};
   std::atomic<int> device_epoch_{0};  // bumped by set_default_device: threads rebind
@@ -89,10 +108,16 @@ class runtime {
     handle take();  // nullptr when empty
     void put(handle h);
   };
-  handle_pool streams_, events_;
+  struct context_pools {
+    handle_pool streams, events;
+  };
+  std::mutex contexts_mutex_;
+  std::vector<std::pair<handle, std::unique_ptr<context_pools>>> contexts_;  // few: one per device
+  context_pools* pools(handle context);  // nullptr if no context
+  context_pools* current_pools();         // of the current context; nullptr (recorded) if none is current
 
   std::mutex modules_mutex_;
-  std::unordered_multimap<std::uint64_t, std::unique_ptr<module_entry>> modules_;  // by content hash
+  std::unordered_multimap<std::uint64_t, std::unique_ptr<module_entry>> modules_;  // by content hash (+ context)
   std::unordered_map<handle, module_entry*> module_of_;
 
   std::mutex functions_mutex_;

@@ -1,14 +1,26 @@
-// The GPU backend on a device: every op, dtype and size against the CPU
-// backend's bits (the same src/kernels math; the GPU build contracts no fma
-// the kernels do not call), n past the fast path against LAPACK, streams,
-// in-place calls, 64-bit indexing. Without a device (this project's CI) the
-// device tests skip, saying so, and the no-device error path is checked instead.
+// The GPU backend.
+// - On a device: every op, dtype and size against the CPU backend's bits (the
+//   same src/kernels math; the GPU build contracts no fma the kernels do not
+//   call), n past the fast path against LAPACK, streams, in-place calls,
+//   64-bit indexing. Without a device (this project's CI) they skip, saying
+//   so, and the no-device error path is checked instead.
+// - StandIn*: the host side against the stand-in driver (tests/runtime/
+//   fake_driver.cpp, which runs no kernels): every kernel a plan can pick is
+//   in the library's device image under the name the host looks up, each call
+//   is one launch within the kernel's bounds, the image is loaded once, the
+//   workspace comes and goes on the stream; failures are statuses with reasons.
+//   CMakeLists.txt runs them with TINYLA_GPU_DRIVER naming the stand-in.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <atomic>
+#include <set>
+#include <thread>
 
 #include "all_ops.hpp"
+#include "gpu/kernels.hpp"
 #include "gpu/vendor.hpp"
+#include "stand_in.hpp"
 #include "tinyla/gpu.hpp"
 
 namespace {
@@ -113,6 +125,115 @@ TEST(NoDevice, ErrorsAreClearAndNothingCrashes) {
         << e.what();
   }
   EXPECT_STREQ(tinyla_gpu_platform(), TINYLA_GPU_PLATFORM);
+}
+
+// ---- the host side against the stand-in driver -------------------------------------
+
+namespace kern = tinyla::TINYLA_KERNEL_NS;
+template <class T> using kern_element = std::conditional_t<is_complex<T>, kern::cplx<real_t<T>>, T>;
+
+std::string stand_in_path() {
+  const char* path = std::getenv("TINYLA_GPU_DRIVER");
+  return path ? path : "";
+}
+
+// Calls every op of type T for size n on (never dereferenced) "device"
+// pointers; adds the kernel each must launch to `kernels`, and checks what
+// reached the driver.
+template <class T> void every_op_on_the_stand_in(int64_t n, void* stream, std::set<int>& kernels) {
+  const int64_t batch = 3, nrhs = 2;
+  std::vector<T> a(size_t(batch * n * n) + 1), b(size_t(batch * n * nrhs) + 1), x(a.size() + b.size()), s(batch);
+  std::vector<real_t<T>> logabs(batch);
+  std::vector<std::int32_t> info(batch);
+  for (op kind : {op::slogdet, op::det, op::inv, op::solve, op::slogdet_inv})
+    for (bool transposed : {false, true}) {
+      if (transposed && kind != op::inv && kind != op::slogdet_inv) continue;
+      tinyla::job jb{kind, batch, n, kind == op::solve ? nrhs : 0, a.data(), b.data(), x.data(), s.data(),
+                     logabs.data(), s.data(), info.data(), transposed};
+      if (kind == op::det) jb.sign = jb.logabsdet = nullptr, jb.info = nullptr;
+      if (kind != op::det) jb.det = nullptr;
+      const auto plan = kern::plan_launch<kern_element<T>>(jb);
+      SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " op=" + std::to_string(int(kind)) +
+                   (transposed ? " transposed" : "") + (plan.per_thread ? " per-thread" : " team"));
+      kernels.insert(kern::kernel_index(dtype_of<T>(), kern::family_of(kind), plan.per_thread ? int(n) : -1));
+      auto before = stand_in::counts();  // empty (all 0) before the driver loads
+      ASSERT_EQ(submit<T>(jb, stream), TINYLA_OK) << tinyla_gpu_last_error();
+      auto after = stand_in::counts();
+      EXPECT_EQ(after["launch"] - before["launch"], 1);
+      const long workspace = plan.workspace_bytes > 0 ? 1 : 0;
+      EXPECT_EQ(after["alloc_async"] - before["alloc_async"], workspace);
+      EXPECT_EQ(after["free_async"] - before["free_async"], workspace);
+      jb.batch = 0;  // an empty batch launches nothing
+      ASSERT_EQ(submit<T>(jb, stream), TINYLA_OK);
+      EXPECT_EQ(stand_in::counts()["launch"], after["launch"]);
+    }
+}
+
+TEST(StandIn, EveryPlannedKernelIsInTheImageAndEachCallIsOneLaunch) {
+  ASSERT_NE(stand_in_path(), "") << "ctest runs this with TINYLA_GPU_DRIVER=<the stand-in driver>";
+  std::set<int> kernels;
+  // Every per-thread n, the team kernel in shared memory, and (n = 100 in
+  // float64 and complex: past the shared-memory budget) with a workspace.
+  for (int64_t n : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 100}) {
+    every_op_on_the_stand_in<float>(n, nullptr, kernels);
+    every_op_on_the_stand_in<double>(n, nullptr, kernels);
+    every_op_on_the_stand_in<std::complex<float>>(n, nullptr, kernels);
+    every_op_on_the_stand_in<std::complex<double>>(n, nullptr, kernels);
+  }
+  auto c = stand_in::counts();
+  EXPECT_EQ(c["module_load"], 1);                      // the image, once (in the one context)
+  EXPECT_EQ(c["get_function"], long(kernels.size()));  // each kernel looked up once, and found
+  EXPECT_GT(kernels.size(), 4u * 3u * 6u);                // most per-thread n of every family and type, and teams
+}
+
+TEST(StandIn, LaunchesOnTheCallersStream) {
+  ASSERT_NE(stand_in_path(), "") << "ctest runs this with TINYLA_GPU_DRIVER=<the stand-in driver>";
+  void* lib = dlopen(stand_in_path().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr);
+  void* stream = nullptr;
+  if (std::string(tinyla_gpu_platform()) == "cuda")
+    ASSERT_EQ(reinterpret_cast<int (*)(void**, unsigned)>(dlsym(lib, "cuStreamCreate"))(&stream, 1), 0);
+  else
+    ASSERT_EQ(reinterpret_cast<int (*)(void**, unsigned)>(dlsym(lib, "hipStreamCreateWithFlags"))(&stream, 1), 0);
+  std::set<int> kernels;
+  every_op_on_the_stand_in<double>(5, stream, kernels);
+  every_op_on_the_stand_in<std::complex<float>>(40, stream, kernels);
+  dlclose(lib);
+}
+
+// Threads launching at once: one module load per context, every call one launch.
+TEST(StandIn, ConcurrentCalls) {
+  ASSERT_NE(stand_in_path(), "") << "ctest runs this with TINYLA_GPU_DRIVER=<the stand-in driver>";
+  constexpr int threads = 8, rounds = 50;
+  std::vector<double> a(64 * 64 * 4), out(a.size()), sign(4), logabs(4);
+  auto before = stand_in::counts();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < rounds; ++i) {
+        const int64_t n = (t + i) % 2 ? 1 + (t + i) % 8 : 20 + t;  // per-thread and team kernels
+        if (tinyla_gpu_slogdet_inv_f64(4, n, a.data(), sign.data(), logabs.data(), out.data(), nullptr) != TINYLA_OK)
+          ++failures;
+      }
+    });
+  for (auto& th : pool) th.join();
+  auto after = stand_in::counts();
+  EXPECT_EQ(failures.load(), 0) << tinyla_gpu_last_error();
+  EXPECT_EQ(after["launch"] - before["launch"], threads * rounds);
+  EXPECT_EQ(after["module_load"], 1);
+}
+
+// ctest runs this with a driver that is missing or finds no device, and the
+// reason it must give in TINYLA_TEST_EXPECTED_ERROR.
+TEST(StandInFailing, ClearErrorNoCrash) {
+  const char* expected = std::getenv("TINYLA_TEST_EXPECTED_ERROR");
+  ASSERT_NE(expected, nullptr) << "ctest runs this with TINYLA_TEST_EXPECTED_ERROR set";
+  double a[9] = {}, sign[1], logabs[1];
+  for (int round = 0; round < 2; ++round) {  // and again: the failure is remembered, not retried into a crash
+    EXPECT_EQ(tinyla_gpu_slogdet_f64(1, 3, a, sign, logabs, nullptr), TINYLA_BACKEND_ERROR);
+    EXPECT_NE(std::string(tinyla_gpu_last_error()).find(expected), std::string::npos) << tinyla_gpu_last_error();
+  }
 }
 
 template <class T> class Device : public ::testing::Test {};

@@ -7,10 +7,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "stand_in.hpp"
 
 extern "C" {
 void* mgpuModuleLoad(void* data, std::size_t size);
@@ -36,16 +37,7 @@ const char* tinyla_mgpu_stats();
 
 namespace {
 
-// "key=value key=value ..." -> map.
-std::map<std::string, long> parse(const std::string& line) {
-  std::map<std::string, long> m;
-  std::istringstream in(line);
-  std::string kv;
-  while (in >> kv)
-    if (auto eq = kv.find('='); eq != std::string::npos) m[kv.substr(0, eq)] = std::atol(kv.c_str() + eq + 1);
-  return m;
-}
-std::map<std::string, long> stats() { return parse(tinyla_mgpu_stats()); }
+std::map<std::string, long> stats() { return stand_in::parse(tinyla_mgpu_stats()); }
 
 // Runs a command with extra environment; returns the stand-in's report and
 // (through `output`) what the command printed.
@@ -59,7 +51,7 @@ std::map<std::string, long> run_with_stand_in(const std::string& exe, const std:
   std::ifstream r(report);
   std::string line;
   std::getline(r, line);
-  return parse(line);
+  return stand_in::parse(line);
 }
 
 const char ptx[] = "// a PTX module (the stand-in only counts)\n.version 7.0\n.target sm_80\n";

@@ -1,0 +1,58 @@
+// The kernels of kernels.hpp as the entry points of a device image: compiled
+// device-only, by nvcc --fatbin for NVIDIA and by clang -x hip
+// --offload-device-only for AMD (cmake/gpu.cmake), into the image that
+// backend.cpp builds into the library and loads through the launch runtime.
+// The entry points are extern "C", named as kernels.hpp says, so the host finds
+// them by name: no vendor runtime registers them.
+#include "gpu/vendor.hpp"  // first: the runtime headers define __host__ / __device__ for HIP
+
+#include "gpu/kernels.hpp"
+
+namespace tinyla::TINYLA_KERNEL_NS {
+
+// The block interface of kernels.hpp on the device.
+struct device_block {
+  __device__ int thread() const { return int(threadIdx.x); }
+  __device__ int threads() const { return int(blockDim.x); }
+  __device__ int64_t block() const { return blockIdx.x; }
+  __device__ int64_t blocks() const { return gridDim.x; }
+  __device__ void sync() { gpuSyncThreads(); }
+  __device__ void* shared() const {
+    extern __shared__ __attribute__((aligned(16))) unsigned char tinyla_shared[];
+    return tinyla_shared;
+  }
+};
+
+}  // namespace tinyla::TINYLA_KERNEL_NS
+
+using namespace tinyla::TINYLA_KERNEL_NS;
+using tinyla::job;
+
+// One per-thread kernel; the (family, type, n) that plan_launch never picks
+// (past the register budget) are empty.
+#define TINYLA_PER_THREAD_KERNEL(N, F, E, DT)                                                               \
+  extern "C" __global__ void __launch_bounds__(max_per_thread_block) tinyla_##F##_##DT##_##N(job jb) {      \
+    if constexpr (per_thread_fits<E>(family::F, N)) {                                                       \
+      device_block blk;                                                                                     \
+      per_thread_kernel<family::F, N, E>(blk, jb);                                                          \
+    }                                                                                                       \
+  }
+#define TINYLA_TEAM_KERNEL(F, E, DT)                                                                        \
+  extern "C" __global__ void __launch_bounds__(max_team_block) tinyla_##F##_##DT##_team(job jb, int team_size, \
+                                                                                          E* workspace) {   \
+    device_block blk;                                                                                       \
+    team_kernel<family::F, E>(blk, jb, team_size, workspace);                                              \
+  }
+
+static_assert(max_per_thread_n == 8, "TINYLA_FOR_EACH_N lists n = 0..max_per_thread_n");
+#define TINYLA_FOR_EACH_N(M, ...)                                                                   \
+  M(0, __VA_ARGS__) M(1, __VA_ARGS__) M(2, __VA_ARGS__) M(3, __VA_ARGS__) M(4, __VA_ARGS__) \
+  M(5, __VA_ARGS__) M(6, __VA_ARGS__) M(7, __VA_ARGS__) M(8, __VA_ARGS__)
+#define TINYLA_FAMILY_KERNELS(F, E, DT) TINYLA_FOR_EACH_N(TINYLA_PER_THREAD_KERNEL, F, E, DT) TINYLA_TEAM_KERNEL(F, E, DT)
+#define TINYLA_TYPE_KERNELS(E, DT) \
+  TINYLA_FAMILY_KERNELS(determinant, E, DT) TINYLA_FAMILY_KERNELS(inverse, E, DT) TINYLA_FAMILY_KERNELS(solve, E, DT)
+
+TINYLA_TYPE_KERNELS(float, f32)
+TINYLA_TYPE_KERNELS(double, f64)
+TINYLA_TYPE_KERNELS(cplx<float>, c64)
+TINYLA_TYPE_KERNELS(cplx<double>, c128)
