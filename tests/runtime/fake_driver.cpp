@@ -1,13 +1,14 @@
 // A call-counting stand-in for the GPU driver libraries tinyla's runtime binds
 // (libcuda.so.1's driver API and libamdhip64.so's HIP; one library exports
-// both), for tests on machines without a GPU. One device with one context;
+// both), for tests on machines without a GPU. Two devices, one context each;
 // handles are fresh heap objects; "device memory" is host memory, so copies
 // and memsets do what they say, and kernels do nothing.
 //
 // What it checks, as a driver would: a binary module (CUDA fatbin or clang
 // offload bundle) must contain the name looked up in it (else "not found"); a
-// launch needs a function, a grid and a block of at most 1024 threads, and at
-// most 48 KiB of dynamic shared memory unless the function was opted in to more.
+// launch needs a function of the current context, a stream of it, a grid and a
+// block of at most 1024 threads, and at most 48 KiB of dynamic shared memory
+// unless the function was opted in to more.
 //
 // What it reports: tinyla_fake_driver_report() (for a test in the same process)
 // and, at unload, the same line into the file TINYLA_FAKE_DRIVER_REPORT names.
@@ -35,13 +36,16 @@ struct counts {
       get_function{0}, launch{0}, event_create{0}, ctx_retain{0}, ctx_set{0}, alloc_async{0}, free_async{0};
 } n;
 
-char the_context;                      // the device's (primary) context
+constexpr int devices = 2;
+char contexts[devices];                // each device's (primary) context
 thread_local void* current = nullptr;  // CUDA: no context until one is made current
+int device_of(void* context) { return int(static_cast<char*>(context) - contexts); }
 
 struct stream_object {
   void* context;
 };
 struct module_object {
+  void* context;
   std::string_view image;  // binary images only (empty for text: PTX)
   std::mutex mutex;
   std::map<std::string, int, std::less<>> functions;  // name -> dynamic shared memory opt-in
@@ -99,7 +103,7 @@ int init() {
   ++n.init;
   return std::getenv("TINYLA_FAKE_NO_DEVICE") ? no_device : ok;
 }
-int stream_create(void** s) { return ++n.stream_create, *s = new stream_object{current ? current : &the_context}, ok; }
+int stream_create(void** s) { return current ? (++n.stream_create, *s = new stream_object{current}, ok) : invalid_value; }
 int stream_destroy(void* s) { return ++n.stream_destroy, delete static_cast<stream_object*>(s), ok; }
 int stream_sync(void*) { return ++n.stream_sync, ok; }
 int event_create(void** e) { return ++n.event_create, *e = new char[16], ok; }
@@ -108,8 +112,10 @@ int event_destroy(void* e) { return delete[] static_cast<char*>(e), ok; }
 int module_load(void** m, const void* image) {
   const char* p = static_cast<const char*>(image);
   if (std::memcmp(p, "bad", 3) == 0) return invalid_image;
+  if (!current) return invalid_value;
   ++n.module_load;
   auto* module = new module_object;
+  module->context = current;
   module->image = binary_image(p);
   *m = module;
   return ok;
@@ -143,7 +149,7 @@ int set_dynamic_shared(void* f, int bytes) {
 int launch(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
            void* stream) {
   auto* fn = static_cast<function_object*>(f);
-  if (!fn) return invalid_handle;
+  if (!fn || fn->module->context != current) return invalid_handle;
   if (stream && static_cast<stream_object*>(stream)->context != current) return invalid_handle;  // another context's
   if (!gx || !gy || !gz || !bx || !by || !bz || std::uint64_t(bx) * by * bz > 1024) return invalid_value;
   if (shared > 48 * 1024) {
@@ -181,9 +187,9 @@ extern "C" __attribute__((visibility("default"))) const char* tinyla_fake_driver
 
 // ---- the CUDA driver API -------------------------------------------------------------------
 API cuInit(unsigned) { return init(); }
-API cuDeviceGetCount(int* c) { return *c = 1, ok; }
-API cuDeviceGet(int* d, int i) { return i == 0 ? (*d = 0, ok) : invalid_device; }
-API cuDevicePrimaryCtxRetain(ptr* c, int) { return ++n.ctx_retain, *c = &the_context, ok; }
+API cuDeviceGetCount(int* c) { return *c = devices, ok; }
+API cuDeviceGet(int* d, int i) { return i >= 0 && i < devices ? (*d = i, ok) : invalid_device; }
+API cuDevicePrimaryCtxRetain(ptr* c, int d) { return ++n.ctx_retain, *c = &contexts[d], ok; }
 API cuCtxSetCurrent(ptr c) { return ++n.ctx_set, current = c, ok; }
 API cuCtxGetCurrent(ptr* c) { return *c = current, ok; }
 API cuStreamGetCtx(ptr s, ptr* c) { return s ? (*c = static_cast<stream_object*>(s)->context, ok) : invalid_handle; }
@@ -224,13 +230,16 @@ API cuMemHostRegister_v2(void*, std::size_t, unsigned) { return ok; }
 API cuMemHostUnregister(void*) { return ok; }
 API cuGetErrorString(int code, const char** s) { return *s = error_string(code), ok; }
 
-// ---- HIP (the one device is always current) --------------------------------------------------
-API hipInit(unsigned) { return init() ? no_device : (current = &the_context, ok); }
-API hipGetDeviceCount(int* c) { return *c = 1, ok; }
-API hipSetDevice(int d) { return d == 0 ? (++n.ctx_set, current = &the_context, ok) : invalid_device; }
-API hipGetDevice(int* d) { return current = &the_context, *d = 0, ok; }
-API hipStreamGetDevice(ptr, int* d) { return *d = 0, ok; }
-API hipStreamCreateWithFlags(ptr* s, unsigned) { return current = &the_context, stream_create(s); }
+// ---- HIP (a device is always current: device 0 until another is set) ----------------------------
+void* hip_current() { return current ? current : (current = &contexts[0]); }
+API hipInit(unsigned) { return init(); }
+API hipGetDeviceCount(int* c) { return *c = devices, ok; }
+API hipSetDevice(int d) { return d >= 0 && d < devices ? (++n.ctx_set, current = &contexts[d], ok) : invalid_device; }
+API hipGetDevice(int* d) { return *d = device_of(hip_current()), ok; }
+API hipStreamGetDevice(ptr s, int* d) {
+  return *d = device_of(s ? static_cast<stream_object*>(s)->context : hip_current()), ok;
+}
+API hipStreamCreateWithFlags(ptr* s, unsigned) { return hip_current(), stream_create(s); }
 API hipStreamDestroy(ptr s) { return stream_destroy(s); }
 API hipStreamSynchronize(ptr s) { return stream_sync(s); }
 API hipStreamWaitEvent(ptr, ptr, unsigned) { return ok; }
@@ -238,12 +247,12 @@ API hipEventCreateWithFlags(ptr* e, unsigned) { return event_create(e); }
 API hipEventDestroy(ptr e) { return event_destroy(e); }
 API hipEventRecord(ptr, ptr) { return ok; }
 API hipEventSynchronize(ptr) { return ok; }
-API hipModuleLoadData(ptr* m, const void* image) { return module_load(m, image); }
+API hipModuleLoadData(ptr* m, const void* image) { return hip_current(), module_load(m, image); }
 API hipModuleUnload(ptr m) { return module_unload(m); }
 API hipModuleGetFunction(ptr* f, ptr m, const char* name) { return get_function(f, m, name); }
 API hipModuleLaunchKernel(ptr f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                           unsigned smem, ptr s, void**, void**) {
-  current = &the_context;
+  hip_current();
   return launch(f, gx, gy, gz, bx, by, bz, smem, s);
 }
 API hipMalloc(void** p, std::size_t b) { return *p = std::malloc(b), ok; }

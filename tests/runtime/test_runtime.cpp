@@ -32,6 +32,7 @@ void mgpuMemFree(void* ptr, void* stream);
 void mgpuMemcpy(void* dst, void* src, std::size_t bytes, void* stream);
 void mgpuMemset32(void* dst, std::uint32_t value, std::size_t count, void* stream);
 void mgpuMemset16(void* dst, std::uint16_t value, std::size_t count, void* stream);
+void mgpuSetDefaultDevice(std::int32_t device);
 const char* tinyla_mgpu_stats();
 }
 
@@ -124,6 +125,34 @@ TEST(Runtime, MemoryCallsReachTheDriver) {
   EXPECT_EQ(host[15], 0xdeadbeefu);
   mgpuMemFree(p, stream);
   mgpuStreamDestroy(stream);
+}
+
+// Modules, functions and pooled streams belong to one device (context): after
+// mgpuSetDefaultDevice, none of device 0's is handed out for device 1 (the
+// stand-in refuses launches that mix contexts).
+TEST(Runtime, EachDeviceHasItsOwnModulesAndStreams) {
+  static const char image[] = "// a module loaded on both devices\n";
+  const auto before = stats();
+  void* m0 = mgpuModuleLoadJIT(const_cast<char*>(image), 2);
+  void* s0 = mgpuStreamCreate();
+  mgpuLaunchKernel(mgpuModuleGetFunction(m0, "k"), 1, 1, 1, 1, 1, 1, 0, s0, nullptr, nullptr, 0);
+  mgpuStreamDestroy(s0);  // pooled, for device 0
+  mgpuSetDefaultDevice(1);
+  void* m1 = mgpuModuleLoadJIT(const_cast<char*>(image), 2);
+  void* s1 = mgpuStreamCreate();
+  EXPECT_NE(m1, m0);
+  EXPECT_NE(s1, s0);
+  mgpuLaunchKernel(mgpuModuleGetFunction(m1, "k"), 1, 1, 1, 1, 1, 1, 0, s1, nullptr, nullptr, 0);
+  mgpuStreamDestroy(s1);
+  mgpuSetDefaultDevice(0);
+  void* again = mgpuStreamCreate();
+  EXPECT_EQ(again, s0);  // device 0's pool
+  mgpuStreamDestroy(again);
+  EXPECT_EQ(mgpuModuleLoadJIT(const_cast<char*>(image), 2), m0);  // device 0's module
+  const auto after = stats();
+  EXPECT_EQ(after.at("modules_loaded") - before.at("modules_loaded"), 2);
+  EXPECT_EQ(after.at("launches") - before.at("launches"), 2);
+  EXPECT_EQ(after.at("errors"), before.at("errors"));
 }
 
 // Many threads creating and destroying streams and events, loading the same
