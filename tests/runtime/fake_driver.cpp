@@ -32,7 +32,7 @@ enum : int { ok = 0, invalid_value = 1, no_device = 100, invalid_device = 101, i
              invalid_handle = 400, not_found = 500 };
 
 struct counts {
-  std::atomic<long> init{0}, stream_create{0}, stream_destroy{0}, stream_sync{0}, module_load{0}, module_unload{0},
+  std::atomic<long> init{0}, hip_init{0}, stream_create{0}, stream_destroy{0}, stream_sync{0}, module_load{0}, module_unload{0},
       get_function{0}, launch{0}, event_create{0}, ctx_retain{0}, ctx_set{0}, alloc_async{0}, free_async{0};
 } n;
 
@@ -58,10 +58,10 @@ struct function_object {
 std::string report_line() {
   char text[512];
   std::snprintf(text, sizeof text,
-                "init=%ld stream_create=%ld stream_destroy=%ld stream_sync=%ld module_load=%ld module_unload=%ld "
+                "init=%ld hip_init=%ld stream_create=%ld stream_destroy=%ld stream_sync=%ld module_load=%ld module_unload=%ld "
                 "get_function=%ld launch=%ld event_create=%ld ctx_retain=%ld ctx_set=%ld alloc_async=%ld "
                 "free_async=%ld",
-                n.init.load(), n.stream_create.load(), n.stream_destroy.load(), n.stream_sync.load(),
+                n.init.load(), n.hip_init.load(), n.stream_create.load(), n.stream_destroy.load(), n.stream_sync.load(),
                 n.module_load.load(), n.module_unload.load(), n.get_function.load(), n.launch.load(),
                 n.event_create.load(), n.ctx_retain.load(), n.ctx_set.load(), n.alloc_async.load(),
                 n.free_async.load());
@@ -232,7 +232,7 @@ API cuGetErrorString(int code, const char** s) { return *s = error_string(code),
 
 // ---- HIP (a device is always current: device 0 until another is set) ----------------------------
 void* hip_current() { return current ? current : (current = &contexts[0]); }
-API hipInit(unsigned) { return init(); }
+API hipInit(unsigned) { return ++n.hip_init, init(); }
 API hipGetDeviceCount(int* c) { return *c = devices, ok; }
 API hipSetDevice(int d) { return d >= 0 && d < devices ? (++n.ctx_set, current = &contexts[d], ok) : invalid_device; }
 API hipGetDevice(int* d) { return *d = device_of(hip_current()), ok; }

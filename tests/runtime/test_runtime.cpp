@@ -190,22 +190,32 @@ TEST(Runtime, ConcurrentUse) {
 
 #ifdef TINYLA_MLIR_EXAMPLE
 // The report's program, compiled by MLIR 22: 1000 launches, one stream, one
-// module load and one function lookup reach the driver.
-TEST(MlirProgram, ThousandLaunchesReachTheDriverOnce) {
-  const std::string driver = std::string("TINYLA_GPU_DRIVER=") + TINYLA_FAKE_DRIVER;
+// module load and one function lookup reach the driver. `env` picks the API.
+void expect_one_of_each(const char* exe, const std::string& env, bool hip) {
+  const std::string driver = std::string("TINYLA_GPU_DRIVER=") + TINYLA_FAKE_DRIVER + " " + env;
   std::string output;
-  auto n = run_with_stand_in(TINYLA_MLIR_EXAMPLE, driver, &output);
+  auto n = run_with_stand_in(exe, driver, &output);
+  EXPECT_EQ(n["hip_init"], hip ? 1 : 0) << output;
   EXPECT_EQ(n["launch"], 1000) << output;
   EXPECT_EQ(n["stream_create"], 1) << output;
   EXPECT_EQ(n["module_load"], 1) << output;
   EXPECT_EQ(n["get_function"], 1) << output;
   EXPECT_EQ(output, "");  // no error printed
   // Without the pool: what MLIR's own wrappers cost (a stream and a lookup per launch).
-  n = run_with_stand_in(TINYLA_MLIR_EXAMPLE, driver + " TINYLA_MGPU_POOL=0", &output);
+  n = run_with_stand_in(exe, driver + " TINYLA_MGPU_POOL=0", &output);
   EXPECT_EQ(n["launch"], 1000) << output;
   EXPECT_EQ(n["stream_create"], 1000) << output;
   EXPECT_EQ(n["get_function"], 1000) << output;
 }
+
+TEST(MlirProgram, ThousandLaunchesReachTheDriverOnce) { expect_one_of_each(TINYLA_MLIR_EXAMPLE, "", false); }
+
+#ifdef TINYLA_MLIR_EXAMPLE_ROCM
+// Lowered for AMD (a gfx90a code object), through the HIP entry points.
+TEST(MlirProgram, RocmLoweringThroughHip) {
+  expect_one_of_each(TINYLA_MLIR_EXAMPLE_ROCM, "TINYLA_GPU_PLATFORM=rocm", true);
+}
+#endif
 
 TEST(MlirProgram, NoDriverOrNoDeviceIsAClearErrorNotACrash) {
   std::string output;
