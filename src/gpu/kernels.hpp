@@ -1,5 +1,5 @@
 // The GPU kernels' bodies, written against a small block interface so that
-// the same code runs as a CUDA/HIP kernel (device_block in backend.cu) and on
+// the same code runs as a CUDA/HIP kernel (device_block in kernels.cu) and on
 // the host, each GPU thread a host thread and sync a std::barrier (the tests'
 // host_block). The per-matrix math is src/kernels, instantiated for the scalar
 // lane: one GPU thread holds one matrix.
