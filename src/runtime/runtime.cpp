@@ -114,8 +114,10 @@ handle runtime::use_stream_context(handle stream) {
       return nullptr;
     current = wanted;
   }
-  if (wanted != current && !check(drv_.set_context(wanted), "making the stream's context current")) return nullptr;
-  bound_epoch = -1;  // the default device is no longer current for sure
+  if (wanted != current) {
+    if (!check(drv_.set_context(wanted), "making the stream's context current")) return nullptr;
+    bound_epoch = -1;  // bind_thread's device may no longer be current
+  }
   return wanted;
 }
 
