@@ -168,7 +168,7 @@ struct api {
   int (*hipGetDeviceCount)(int*);
   int (*hipSetDevice)(int);
   int (*hipGetDevice)(int*);
-  int (*hipStreamGetDevice)(ptr, int*);  // optional (HIP >= 5.6?): else the current device
+  int (*hipStreamGetDevice)(ptr, int*);  // optional (not in HIP 5.2): else the current device
   int (*hipStreamCreateWithFlags)(ptr*, unsigned);
   int (*hipStreamDestroy)(ptr);
   int (*hipStreamSynchronize)(ptr);
@@ -311,8 +311,10 @@ loaded load(platform want) {
     } else if (want != platform::cuda && (hip_bound || (hip_bound = hip::load(lib)))) {
       r.table = hip::table();
     } else {
-      r.why += name + ": loaded, but it has " +
-               (want == platform::cuda ? "not the CUDA driver API" : want == platform::rocm ? "not HIP" : "neither the CUDA driver API nor HIP") + "; ";
+      const char* missing = want == platform::cuda   ? "not the CUDA driver API"
+                            : want == platform::rocm ? "not HIP"
+                                                     : "neither the CUDA driver API nor HIP";
+      r.why += name + ": loaded, but it has " + missing + "; ";
       dlclose(lib);
       continue;
     }

@@ -180,9 +180,13 @@ const char* error_string(int code) {
 using ptr = void*;
 using devptr = unsigned long long;
 
+// The counts now, in a buffer the next call overwrites. (Not a thread_local
+// std::string: with one in this dlopen()ed library, LeakSanitizer's tracer
+// crashed at the exit of every process that loaded it.)
 extern "C" __attribute__((visibility("default"))) const char* tinyla_fake_driver_report() {
-  static thread_local std::string line;
-  return (line = report_line()).c_str();
+  static char text[512];
+  std::snprintf(text, sizeof text, "%s", report_line().c_str());
+  return text;
 }
 
 // ---- the CUDA driver API -------------------------------------------------------------------
