@@ -64,7 +64,7 @@ if(TINYLA_CUDA)
             ${gencode} ${tinyla_gpu_def_flags} ${tinyla_gpu_includes}
             -MD -MF "${fatbin}.d" "${tinyla_gpu_kernels_source}" -o "${fatbin}"
     DEPFILE "${fatbin}.d" DEPENDS "${tinyla_gpu_kernels_source}"
-    COMMENT "Compiling the CUDA kernels for sm_${TINYLA_CUDA_ARCHITECTURES}" VERBATIM)
+    COMMENT "Compiling the CUDA kernels for ${TINYLA_CUDA_ARCHITECTURES}" VERBATIM)
   tinyla_gpu_backend(tinyla_cuda cuda "${fatbin}" "a CUDA fatbin")
 endif()
 

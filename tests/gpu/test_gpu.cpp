@@ -12,8 +12,8 @@
 //   CMakeLists.txt runs them with TINYLA_GPU_DRIVER naming the stand-in.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -183,7 +183,7 @@ TEST(StandIn, EveryPlannedKernelIsInTheImageAndEachCallIsOneLaunch) {
   auto c = stand_in::counts();
   EXPECT_EQ(c["module_load"], 1);                      // the image, once (in the one context)
   EXPECT_EQ(c["get_function"], long(kernels.size()));  // each kernel looked up once, and found
-  EXPECT_GT(kernels.size(), 4u * 3u * 6u);                // most per-thread n of every family and type, and teams
+  EXPECT_GT(kernels.size(), 4u * 3u * 6u);             // most per-thread n of every family and type, and teams
 }
 
 TEST(StandIn, LaunchesOnTheCallersStream) {
