@@ -50,9 +50,10 @@ from jax.extend.mlir.dialects import sdy
 from jax.interpreters import batching, mlir
 from jax.sharding import PartitionSpec
 
-from tinyla import _native
+from tinyla import _closed_form, _native
 
-__all__ = ["slogdet", "det", "inv", "solve", "slogdet_inv", "SlogdetResult", "SlogdetInvResult", "GPU_PLATFORMS"]
+__all__ = ["slogdet", "det", "inv", "solve", "slogdet_inv", "slogdet_sum", "use_for_jnp", "SlogdetResult",
+           "SlogdetInvResult", "GPU_PLATFORMS"]
 
 class SlogdetResult(NamedTuple):
     sign: jax.Array
@@ -222,7 +223,13 @@ _OPS = ("slogdet", "det", "inv", "inv_transposed", "solve", "slogdet_inv", "slog
 _PRIMITIVES = {op: _make_primitive(op) for op in _OPS}
 
 
+# Largest n computed by element-wise XLA code instead of a custom call (see _closed_form).
+CLOSED_FORM_MAX_N = 2
+
+
 def _call(op: str, *args) -> list[jax.Array]:
+    if args[0].shape[-1] <= CLOSED_FORM_MAX_N:
+        return _closed_form.call(op, *args)
     return _PRIMITIVES[op].bind(*args)
 
 
@@ -232,6 +239,8 @@ _HIGHEST = jax.lax.Precision.HIGHEST  # no reduced-precision matmuls in tangents
 
 
 def _matmul(x, y):
+    if x.shape[-1] <= CLOSED_FORM_MAX_N and x.shape[-2] <= CLOSED_FORM_MAX_N:
+        return _closed_form.matmul(x, y)  # fusible, where a dot of 2x2 blocks would not be
     return jnp.matmul(x, y, precision=_HIGHEST)
 
 
@@ -326,6 +335,25 @@ def _solve_jvp(primals, tangents):
     return x, _matmul(inverse, db - _matmul(da, x))
 
 
+# ---- named entry points ----------------------------------------------------------------------
+# Each public op runs through a jax.jit named tinyla_<op>: inside an outer jit it is inlined, and
+# interpreters that dispatch on names see it as one call. folx does: it finds tinyla's forward-
+# Laplacian rules (tinyla/_folx.py) by these names, where a custom_jvp would meet its generic path.
+
+def _named(name: str, fn, **jit_kwargs):
+    def call(*args):
+        return fn(*args)
+    call.__name__ = call.__qualname__ = name
+    return jax.jit(call, **jit_kwargs)
+
+
+_slogdet_named = _named("tinyla_slogdet", _slogdet)
+_det_named = _named("tinyla_det", _det)
+_inv_named = _named("tinyla_inv", _inv)
+_solve_named = _named("tinyla_solve", _solve)
+_slogdet_inv_named = _named("tinyla_slogdet_inv", _slogdet_inv)
+
+
 # ---- the public ops ------------------------------------------------------------------------
 
 def slogdet(a, *, method: str | None = None) -> SlogdetResult:
@@ -335,21 +363,21 @@ def slogdet(a, *, method: str | None = None) -> SlogdetResult:
         raise ValueError(f"tinyla.jax.slogdet: method must be None or 'lu', got {method!r}")
     (a,) = _inexact("slogdet", a)
     _check_square("slogdet", a)
-    return SlogdetResult(*_slogdet(a))
+    return SlogdetResult(*_slogdet_named(a))
 
 
 def det(a) -> jax.Array:
     """Determinant of each matrix of a (..., n, n); as jnp.linalg.det."""
     (a,) = _inexact("det", a)
     _check_square("det", a)
-    return _det(a)
+    return _det_named(a)
 
 
 def inv(a) -> jax.Array:
     """Inverse of each matrix of a (..., n, n); as jnp.linalg.inv (singular: NaN-filled)."""
     (a,) = _inexact("inv", a)
     _check_square("inv", a)
-    return _inv(a)
+    return _inv_named(a)
 
 
 def solve(a, b) -> jax.Array:
@@ -371,7 +399,7 @@ def solve(a, b) -> jax.Array:
     # Through one concatenate, so that a and b vary over the same shard_map axes (jnp inserts
     # the casts); XLA folds the slices of the concatenation back into the operands.
     ab = jnp.concatenate([jnp.broadcast_to(a, batch + (n, n)), jnp.broadcast_to(bm, batch + bm.shape[-2:])], -1)
-    x = _solve(ab[..., :n], ab[..., n:])
+    x = _solve_named(ab[..., :n], ab[..., n:])
     return x[..., 0] if vector else x
 
 
@@ -380,4 +408,131 @@ def slogdet_inv(a) -> SlogdetInvResult:
     Singular matrices: sign 0, logabsdet -inf, NaN-filled inverse."""
     (a,) = _inexact("slogdet_inv", a)
     _check_square("slogdet_inv", a)
-    return SlogdetInvResult(*_slogdet_inv(a))
+    return SlogdetInvResult(*_slogdet_inv_named(a))
+
+
+# ---- sums of products of determinants (multi-determinant wavefunctions) ----------------------
+
+def _determinant_products(xs, weights):
+    """Per term k, P_k = prod_s det(xs[s][..., k, :, :]) / e^m with m = max_k log|w_k P_k e^m|
+    (the shift that keeps the largest term at magnitude 1), m, and each block's A^-T, which
+    comes from the same fused call as its determinant."""
+    logs, signs, inverses_t = 0, 1, []
+    for x in xs:
+        sign, logabsdet, inverse_t = _slogdet_inv(x, True)
+        logs, signs = logs + logabsdet, signs * sign
+        inverses_t.append(inverse_t)
+    weighted = logs if weights is None else logs + jnp.log(jnp.abs(weights))
+    shift = jnp.max(weighted, axis=-1)
+    # all terms zero (or an empty sum): no shift; the result is then (0, -inf)
+    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, jnp.zeros_like(shift)))
+    return signs * jnp.exp(logs - shift[..., None]), shift, inverses_t
+
+
+def _weighted_sum(products, weights):
+    return jnp.sum(products if weights is None else products * weights, axis=-1)
+
+
+@jax.custom_jvp
+def _slogdet_sum(xs, weights):
+    products, shift, _ = _determinant_products(xs, weights)
+    total = _weighted_sum(products, weights)
+    return _closed_form.unit(total), shift + jnp.log(jnp.abs(total))
+
+
+@_slogdet_sum.defjvp
+def _slogdet_sum_jvp(primals, tangents):
+    (xs, weights), (dxs, dweights) = primals, tangents
+    products, shift, inverses_t = _determinant_products(xs, weights)
+    total = _weighted_sum(products, weights)
+    # d psi / e^m = sum_k (w_k P_k sum_s tr(A_ks^-1 dA_ks) + P_k dw_k); d log psi = that / (psi / e^m)
+    dlog_products = sum(_trace_with_inverse(inv_t, dx, True) for inv_t, dx in zip(inverses_t, dxs))
+    dtotal = _weighted_sum(products * dlog_products, weights)
+    if weights is not None:
+        dtotal = dtotal + jnp.sum(products * dweights, axis=-1)
+    sign = _closed_form.unit(total)
+    return (sign, shift + jnp.log(jnp.abs(total))), _slogdet_tangents(sign, dtotal / total)
+
+
+# flat arguments, as folx's rules receive them
+_slogdet_sum_named = _named("tinyla_slogdet_sum", lambda *xs: _slogdet_sum(xs, None))
+_slogdet_sum_weighted_named = _named("tinyla_slogdet_sum_weighted", lambda *args: _slogdet_sum(args[:-1], args[-1]))
+
+
+def slogdet_sum(xs, weights=None) -> SlogdetResult:
+    """Sign (complex: phase) and log|psi| of psi = sum_k w_k prod_s det(xs[s][..., k, :, :]): the
+    multi-determinant form of FermiNet, Psiformer and DeepQMC (one array per spin block).
+
+    xs: a sequence of arrays of shapes (..., K, n_s, n_s) with the same leading dims and K
+    (n_s may differ, 0 included); weights: (..., K) or None (all ones). Each block is one fused
+    call (determinant and inverse); the sum is a log-sum-exp shifted by the largest term, so
+    terms spanning any dynamic range add without overflow, and terms that cancel exactly give
+    (0, -inf). Derivatives of any order, the inverses coming from the same calls."""
+    xs = list(xs)
+    if not xs:
+        raise ValueError("tinyla.jax.slogdet_sum: xs must hold at least one array")
+    arrays = _inexact("slogdet_sum", *xs, *([] if weights is None else [weights]))
+    xs, weights = arrays[:len(xs)], (None if weights is None else arrays[-1])
+    lead = None
+    for x in xs:
+        _check_square("slogdet_sum", x)
+        if x.ndim < 3:
+            raise ValueError(f"tinyla.jax.slogdet_sum: each block must have shape (..., K, n, n), got {x.shape}")
+        if lead is None:
+            lead = x.shape[:-2]
+        elif x.shape[:-2] != lead:
+            raise ValueError(f"tinyla.jax.slogdet_sum: blocks must share their leading dims (..., K): "
+                             f"{lead} vs {x.shape[:-2]}")
+    if weights is not None:
+        try:
+            weights = jnp.broadcast_to(weights, lead)
+        except ValueError:
+            raise ValueError(f"tinyla.jax.slogdet_sum: weights must have shape {lead}, got {weights.shape}") from None
+    if weights is None:
+        return SlogdetResult(*_slogdet_sum_named(*xs))
+    return SlogdetResult(*_slogdet_sum_weighted_named(*xs, weights))
+
+
+# ---- routing jnp.linalg to tinyla ------------------------------------------------------------
+
+_ROUTED = ("slogdet", "det", "inv", "solve")
+
+
+class use_for_jnp:
+    """Routes jnp.linalg.slogdet / det / inv / solve to tinyla.jax, for code traced while it is
+    in effect: as a context manager (restored on exit) or a plain call (until .restore()).
+
+        with tinyla.jax.use_for_jnp():
+            energy = jax.jit(local_energy)(params, walkers)   # model code calls jnp.linalg.slogdet
+
+    It acts at trace time: jax caches traced functions, so entering and leaving clear jax's
+    caches (jax.clear_caches()); a function compiled under one routing is traced again under
+    the other. Code that imported the functions by name (from jax.numpy.linalg import slogdet)
+    before the call keeps its own reference and is not routed."""
+
+    def __init__(self):
+        self._saved = {name: getattr(jnp.linalg, name) for name in _ROUTED}
+        jax.clear_caches()
+        for name in _ROUTED:
+            setattr(jnp.linalg, name, globals()[name])
+
+    def restore(self) -> None:
+        if self._saved is not None:
+            for name, fn in self._saved.items():
+                setattr(jnp.linalg, name, fn)
+            self._saved = None
+            jax.clear_caches()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.restore()
+
+
+try:  # forward-Laplacian rules for folx, when it is installed (pip install tinyla[folx])
+    import folx as _folx_module  # noqa: F401
+except ImportError:
+    pass
+else:
+    from tinyla import _folx  # noqa: E402, F401

@@ -1,0 +1,179 @@
+"""Forward-Laplacian rules for folx (Li et al., "A computational framework for neural network-based
+variational Monte Carlo with Forward Laplacian", arXiv:2307.08214; pip install folx) on tinyla's
+ops, registered with folx's public register_function under the names of tinyla's jit entry
+points (tinyla_slogdet, tinyla_det, tinyla_slogdet_sum[_weighted]). Imported by tinyla.jax when
+folx is installed.
+
+Each rule takes log|det A|, A^-1 and sign from one fused tinyla call, then, for the Jacobian of A
+with respect to the inputs x (folx's FwdJacobian) and its Laplacian:
+  d_c log det A = tr(A^-1 dA/dx_c),   Delta log det A = tr(A^-1 Delta A) - sum_c tr((A^-1 dA/dx_c)^2).
+Where folx's Jacobian is sparse so that every input coordinate enters one row of A only (or one
+column) -- a Slater matrix A_ij = phi_j(r_i) of one-electron orbitals -- dA/dx_c = e_i w^T and
+tr((A^-1 dA/dx_c)^2) = (d_c log det A)^2: O(n^2) per coordinate instead of O(n^3). Otherwise the
+dense Jacobian is contracted as folx's own rule does.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+from folx import register_function
+from folx.api import JAC_DIM, FwdJacobian, FwdLaplArray
+
+from tinyla import jax as _tlj
+
+assert JAC_DIM == 0, "tinyla's folx rules assume folx keeps the Jacobian's tangent axis first"
+
+
+def _static_mask(jacobian: FwdJacobian, shape) -> np.ndarray | None:
+    """The Jacobian's coordinate index of every (tangent, row, column), shape (k, n, n), when it
+    is static and the same at every batch position; None otherwise."""
+    idx = jacobian.x0_idx
+    if idx is None:
+        return None
+    k = jacobian.data.shape[0]
+    try:
+        idx = np.broadcast_to(idx, (k, *shape))
+    except ValueError:
+        return None
+    flat = idx.reshape(k, -1, *shape[-2:])
+    if not (flat == flat[:, :1]).all():
+        return None
+    return flat[:, 0]
+
+
+def _row_coordinates(mask: np.ndarray):
+    """For a mask in which every coordinate enters one row only: (row, coordinate) of each
+    (tangent, row) slot as a flat coordinate id per slot (-1: none), plus the sorted unique
+    coordinates. None when some slot mixes coordinates or a coordinate spans rows."""
+    k, n, _ = mask.shape
+    slot = np.full((k, n), -1)
+    for t in range(k):
+        for i in range(n):
+            used = np.unique(mask[t, i][mask[t, i] >= 0])
+            if used.size > 1:
+                return None
+            if used.size == 1:
+                slot[t, i] = used[0]
+    rows = {}
+    for (t, i), c in np.ndenumerate(slot):
+        if c >= 0 and rows.setdefault(c, i) != i:
+            return None
+    if not rows:
+        return None
+    coords = np.array(sorted(rows))
+    return slot, coords
+
+
+def _log_det(a: FwdLaplArray):
+    """sign, log|det|, and the Jacobian (FwdJacobian) and Laplacian of log det A (complex for
+    complex A: the real parts belong to log|det A|, the imaginary ones to the phase)."""
+    sign, logabsdet, inverse_t = _tlj._slogdet_inv(a.x, True)  # one factorization
+    shape = a.x.shape
+    laplacian = jnp.sum(inverse_t * a.laplacian, axis=(-2, -1))  # tr(A^-1 Delta A)
+    mask = _static_mask(a.jacobian, shape)
+    for transposed in (False, True):
+        plan = None if mask is None else _row_coordinates(np.swapaxes(mask, -1, -2) if transposed else mask)
+        if plan is None:
+            continue
+        slot, coords = plan
+        data = jnp.broadcast_to(a.jacobian.data, (a.jacobian.data.shape[0], *shape))
+        inv_t = inverse_t
+        if transposed:
+            data, inv_t = jnp.swapaxes(data, -1, -2), jnp.swapaxes(inverse_t, -1, -2)
+        m = np.swapaxes(mask, -1, -2) if transposed else mask
+        data = jnp.where(m.reshape(m.shape[0], *(1,) * (len(shape) - 2), *m.shape[1:]) >= 0, data, 0)
+        # slot (t, i): sum_j dA_ij/dx_c A^-1_ji; coordinate c: the sum over its slots
+        per_slot = jnp.sum(data * inv_t, axis=-1)  # (k, ..., n)
+        per_slot = jnp.moveaxis(per_slot, -1, 1).reshape(-1, *shape[:-2])  # (k n, ...)
+        ids = slot.reshape(-1)
+        used = ids >= 0
+        segment = np.searchsorted(coords, ids[used])
+        grad = jax.ops.segment_sum(per_slot[np.flatnonzero(used)], segment, num_segments=coords.size)
+        laplacian = laplacian - jnp.sum(grad * grad, axis=0)
+        index = np.broadcast_to(coords.reshape(-1, *(1,) * (grad.ndim - 1)), grad.shape)
+        return sign, logabsdet, FwdJacobian(grad, index), laplacian
+    dense = a.jacobian.dense_array  # (K, ..., n, n)
+    inverse = jnp.swapaxes(inverse_t, -1, -2)
+    products = jnp.einsum("...ij,k...jl->k...il", inverse, dense)  # A^-1 dA/dx_c
+    grad = jnp.einsum("k...ii->k...", products)
+    laplacian = laplacian - jnp.einsum("k...il,k...li->...", products, products)
+    return sign, logabsdet, FwdJacobian.from_dense(grad), laplacian
+
+
+def _dense(jacobian: FwdJacobian, width: int | None = None):
+    data = jacobian.dense_array
+    if width is not None and data.shape[0] < width:
+        data = jnp.concatenate([data, jnp.zeros((width - data.shape[0], *data.shape[1:]), data.dtype)])
+    return data
+
+
+def _split_log(sign, logabsdet, grad, laplacian):
+    """(sign, FwdLaplArray of log|.|) from the derivatives of a complex or real log."""
+    if jnp.iscomplexobj(grad):
+        phase, phase_laplacian = jnp.imag(grad), jnp.imag(laplacian)
+        sign = FwdLaplArray(sign, FwdJacobian.from_dense(1j * sign * phase),
+                            sign * (1j * phase_laplacian - jnp.sum(phase * phase, axis=0)))
+        grad, laplacian = jnp.real(grad), jnp.real(laplacian)
+    return sign, FwdLaplArray(logabsdet, FwdJacobian.from_dense(grad), laplacian)
+
+
+def _slogdet_rule(args, kwargs, sparsity_threshold):
+    (a,) = args
+    if not isinstance(a, FwdLaplArray):
+        return tuple(_tlj._slogdet(a))
+    sign, logabsdet, jacobian, laplacian = _log_det(a)
+    if not jnp.iscomplexobj(laplacian):
+        return sign, FwdLaplArray(logabsdet, jacobian, laplacian)
+    return _split_log(sign, logabsdet, _dense(jacobian), laplacian)
+
+
+def _det_rule(args, kwargs, sparsity_threshold):
+    """det = exp(log det): d det = det d log det, Delta det = det (Delta log det + |d log det|^2)."""
+    (a,) = args
+    if not isinstance(a, FwdLaplArray):
+        return _tlj._det(a)
+    det = _tlj._det(a.x)  # rounded once from tinyla's mantissa and exponent
+    _, _, jacobian, laplacian = _log_det(a)
+    grad = _dense(jacobian)
+    return FwdLaplArray(det, FwdJacobian.from_dense(det * grad),
+                        det * (laplacian + jnp.sum(grad * grad, axis=0)))
+
+
+def _slogdet_sum_rule(weighted: bool):
+    """log psi, psi = sum_k w_k prod_s det A_ks: with p_k = w_k prod_s det A_ks / psi,
+    d log psi = sum_k p_k d L_k and Delta log psi = sum_k p_k (Delta L_k + |d L_k|^2) - |d log psi|^2,
+    L_k = sum_s log det A_ks (weights constant in x)."""
+
+    def rule(args, kwargs, sparsity_threshold):
+        xs, weights = (args[:-1], args[-1]) if weighted else (args, None)
+        if isinstance(weights, FwdLaplArray):
+            raise NotImplementedError("tinyla.jax.slogdet_sum under folx: weights must not depend on the "
+                                      "differentiated inputs")
+        if not any(isinstance(x, FwdLaplArray) for x in xs):
+            return tuple(_tlj._slogdet_sum(tuple(xs), weights))
+        values = [x.x if isinstance(x, FwdLaplArray) else x for x in xs]
+        sign, logabsdet = _tlj._slogdet_sum(tuple(values), weights)
+        products, shift, _ = _tlj._determinant_products(tuple(values), weights)
+        total = _tlj._weighted_sum(products, weights)
+        terms = products if weights is None else products * weights
+        p = terms / total[..., None]  # (..., K)
+        blocks = [_log_det(x) for x in xs if isinstance(x, FwdLaplArray)]
+        width = max(_dense(jac).shape[0] for _, _, jac, _ in blocks)
+        grad_terms = sum(_dense(jac, width) for _, _, jac, _ in blocks)  # (C, ..., K)
+        laplacian_terms = sum(lap for _, _, _, lap in blocks)
+        grad = jnp.sum(p * grad_terms, axis=-1)
+        laplacian = (jnp.sum(p * (laplacian_terms + jnp.sum(grad_terms * grad_terms, axis=0)), axis=-1)
+                     - jnp.sum(grad * grad, axis=0))
+        if not jnp.iscomplexobj(grad):
+            return sign, FwdLaplArray(logabsdet, FwdJacobian.from_dense(grad), laplacian)
+        return _split_log(sign, logabsdet, grad, laplacian)
+
+    return rule
+
+
+register_function("tinyla_slogdet", _slogdet_rule)
+register_function("tinyla_det", _det_rule)
+register_function("tinyla_slogdet_sum", _slogdet_sum_rule(False))
+register_function("tinyla_slogdet_sum_weighted", _slogdet_sum_rule(True))

@@ -1,0 +1,121 @@
+"""n <= 2 in tinyla.jax is element-wise XLA code (fusible; no custom call on any platform) with
+tinyla's numerics: checked against exact rational arithmetic, tinyla's C kernels and jnp."""
+import math
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tinyla.jax as tlj
+import tinyla.numpy as tln
+from helpers import DTYPES, assert_close, random_matrices
+
+OPS = {
+    "slogdet": lambda x: tlj.slogdet(x),
+    "grad": jax.grad(lambda x: tlj.slogdet(x)[1].sum()),
+    "det": tlj.det,
+    "inv": tlj.inv,
+    "solve": lambda x: tlj.solve(x, x[..., :1] + 1),
+    "slogdet_inv": tlj.slogdet_inv,
+    "hessian": jax.hessian(lambda x: tlj.slogdet(x)[1].sum()),
+}
+
+
+@pytest.mark.parametrize("platform", ["cpu", "cuda", "rocm"])
+@pytest.mark.parametrize("n", [0, 1, 2])
+@pytest.mark.parametrize("op", list(OPS))
+def test_no_custom_call_for_small_n(platform, n, op):
+    x = jnp.ones((3, n, n)) + jnp.eye(n)
+    hlo = jax.jit(OPS[op]).trace(x).lower(lowering_platforms=(platform,)).as_text()
+    assert "custom_call" not in hlo
+
+
+def exact_det(m) -> Fraction:
+    f = [[Fraction(float(v)) for v in row] for row in m]
+    return f[0][0] * f[1][1] - f[0][1] * f[1][0] if len(m) == 2 else f[0][0]
+
+
+def exact_logabs(d: Fraction) -> float:
+    return math.log(abs(d.numerator)) - math.log(d.denominator)
+
+
+def test_cancellation_is_exact_to_an_ulp_and_singular_exactly():
+    """ad - bc under heavy cancellation: a few ulps of the exact value (a plain ad - bc has
+    no correct digit here); exactly 0 when ad == bc."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((4000, 2, 2))
+    a[:, 1, 1] = a[:, 0, 1] * a[:, 1, 0] / a[:, 0, 0] * (1 + rng.standard_normal(4000) * 1e-13)
+    a[:100, 1] = a[:100, 0] * 3  # exactly proportional rows: singular
+    det = np.asarray(jax.jit(tlj.det)(a))
+    exact = np.array([float(exact_det(m)) for m in a])
+    nonzero = exact != 0
+    assert (det[~nonzero] == 0).all() and (exact[:100] == 0).all()
+    assert np.max(np.abs(det[nonzero] - exact[nonzero]) / np.abs(exact[nonzero])) < 4 * np.finfo(float).eps
+    s, l = jax.jit(tlj.slogdet)(a[:100])
+    assert (np.asarray(s) == 0).all() and (np.asarray(l) == -np.inf).all()
+    assert np.isnan(np.asarray(jax.jit(tlj.inv)(a[:100]))).all()
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-150, 1.0, 1e150, 1e300])
+def test_extreme_entries_keep_logabsdet_finite(scale):
+    """Entries near 1e+-300 (and rows scaled differently): logabsdet finite and right where
+    det itself over- or underflows; jnp's closed form gives +-inf or 0 there."""
+    rng = np.random.default_rng(2)
+    a = rng.uniform(0.5, 2, (200, 2, 2)) * scale
+    a[100:, 0] *= 1e-200 if scale > 1 else 1e200  # rows of very different size
+    s, l = jax.jit(tlj.slogdet)(a)
+    exact = [exact_det(m) for m in a]
+    np.testing.assert_array_equal(np.asarray(s), [np.sign(float(np.sign(d))) for d in exact])
+    np.testing.assert_allclose(np.asarray(l), [exact_logabs(d) for d in exact], rtol=1e-14)
+    d = np.asarray(jax.jit(tlj.det)(a))
+    np.testing.assert_allclose(d, [float(e) for e in exact], rtol=1e-14)  # 0 / inf where out of range
+    x = np.asarray(jax.jit(tlj.inv)(a))
+    residual = np.abs(np.einsum("bij,bjk->bik", a, x) - np.eye(2))
+    assert residual.max() < 1e-12
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 2])
+def test_same_results_as_the_kernels(dtype, n):
+    """The closed forms here and tinyla's C kernels: same conventions, values to a few ulps."""
+    a = random_matrices((64, n, n), dtype, seed=n)
+    b = random_matrices((64, n, 3), dtype, seed=n + 7)
+    s, l = jax.jit(tlj.slogdet)(a)
+    rs, rl = tln.slogdet(a)
+    assert_close(s, rs, dtype, 8)
+    assert_close(l, rl, dtype, 8, scale=np.abs(rl) + 1)
+    assert_close(jax.jit(tlj.det)(a), tln.det(a), dtype, 8, scale=np.abs(tln.det(a)))
+    inv = tln.inv(a)
+    assert_close(jax.jit(tlj.inv)(a), inv, dtype, 16, scale=np.abs(inv).max(axis=(-2, -1), keepdims=True))
+    x = tln.solve(a, b)
+    assert_close(jax.jit(tlj.solve)(a, b), x, dtype, 16, scale=np.abs(x).max(axis=(-2, -1), keepdims=True))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_special_values(dtype):
+    """NaN in, NaN out (that matrix only); a zero matrix and a zero column are singular;
+    complex phases of tiny and huge entries are unit."""
+    m = np.array([[[np.nan, 1], [2, 3]], [[0, 0], [0, 0]], [[0, 1], [0, 2]], [[1, 2], [3, 4]]], dtype)
+    s, l = tlj.slogdet(m)
+    assert np.isnan(s[0]) and np.isnan(l[0])
+    np.testing.assert_array_equal(np.asarray(s[1:3]), [0, 0])
+    np.testing.assert_array_equal(np.asarray(l[1:3]), [-np.inf, -np.inf])
+    np.testing.assert_allclose(np.asarray(l[3]), np.log(2.0), rtol=1e-15)
+    inv = np.asarray(tlj.inv(m))
+    assert np.isnan(inv[:3]).all() and np.isfinite(inv[3]).all()
+    if np.iscomplexobj(m):
+        z = np.array([[[1e-300 + 1e-300j]], [[1e300 - 1e300j]]])
+        s, l = tlj.slogdet(z)
+        np.testing.assert_allclose(np.abs(np.asarray(s)), 1, rtol=1e-15)
+        np.testing.assert_allclose(np.asarray(l), np.log(np.sqrt(2.0)) + np.log([1e-300, 1e300]), rtol=1e-14)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_third_derivatives_match_jnp(n):
+    """Any order: the closed forms' rules are element-wise code, differentiated again."""
+    a = jnp.asarray(random_matrices((n, n), np.float64, seed=5)) + 2 * jnp.eye(n)
+    ours = jax.jacfwd(jax.hessian(lambda x: tlj.slogdet(x)[1]))(a)
+    theirs = jax.jacfwd(jax.hessian(lambda x: jnp.linalg.slogdet(x)[1]))(a)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-10)

@@ -1,0 +1,149 @@
+"""QMC-facing parts of tinyla.jax: slogdet_sum (multi-determinant wavefunctions), folx's forward
+Laplacian through tinyla's rules, and use_for_jnp; against jnp, jax.hessian and exact sums."""
+import math
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tinyla.jax as tlj
+from helpers import random_matrices
+
+
+def reference_slogdet_sum(xs, weights):
+    """Exact sum of exactly rounded... each determinant from numpy in float64, summed exactly
+    as rationals (the part slogdet_sum adds: the log-sum-exp)."""
+    dets = np.prod([np.linalg.det(np.asarray(x, np.float64)) for x in xs], axis=0)
+    out_sign, out_log = [], []
+    for row_d, row_w in zip(dets.reshape(-1, dets.shape[-1]), weights.reshape(-1, dets.shape[-1])):
+        total = sum(Fraction(float(d)) * Fraction(float(w)) for d, w in zip(row_d, row_w))
+        out_sign.append(float(np.sign(float(total))) if total else 0.0)
+        out_log.append(math.log(abs(total.numerator)) - math.log(total.denominator) if total else -np.inf)
+    return np.reshape(out_sign, dets.shape[:-1]), np.reshape(out_log, dets.shape[:-1])
+
+
+@pytest.mark.parametrize("sizes", [(3, 2), (4, 4), (1, 0), (5, 3)])
+def test_slogdet_sum_matches_exact_sum(sizes):
+    rng = np.random.default_rng(sum(sizes))
+    xs = [random_matrices((6, 5, n, n), np.float64, seed=n) for n in sizes]
+    w = rng.standard_normal((6, 5))
+    s, l = tlj.slogdet_sum(xs, w)
+    rs, rl = reference_slogdet_sum(xs, w)
+    np.testing.assert_array_equal(np.asarray(s), rs)
+    np.testing.assert_allclose(np.asarray(l), rl, rtol=1e-12)
+    s1, l1 = tlj.slogdet_sum(xs)  # unit weights
+    rs1, rl1 = reference_slogdet_sum(xs, np.ones((6, 5)))
+    np.testing.assert_array_equal(np.asarray(s1), rs1)
+    np.testing.assert_allclose(np.asarray(l1), rl1, rtol=1e-12)
+
+
+def test_slogdet_sum_huge_range_and_exact_cancellation():
+    """Terms of 1e+-600 add without overflow; equal terms with opposite weights give (0, -inf)."""
+    a = np.stack([np.eye(3) * 1e200, np.eye(3) * 1e-200, np.eye(3)])[None]  # dets 1e600, 1e-600, 1
+    s, l = tlj.slogdet_sum([a], np.array([[1.0, 1.0, 1.0]]))
+    np.testing.assert_allclose(np.asarray(l), [600 * np.log(10)], rtol=1e-14)
+    b = np.stack([np.eye(2) * 3, np.eye(2) * 3])[None]
+    s, l = tlj.slogdet_sum([b], np.array([[2.0, -2.0]]))
+    assert float(s[0]) == 0 and float(l[0]) == -np.inf
+
+
+def test_slogdet_sum_complex_and_errors():
+    xs = [random_matrices((4, 3, 3, 3), np.complex128, seed=1), random_matrices((4, 3, 2, 2), np.complex128, seed=2)]
+    w = random_matrices((4, 3), np.complex128, seed=3)
+    s, l = tlj.slogdet_sum(xs, w)
+    psi = np.sum(w * np.linalg.det(xs[0]) * np.linalg.det(xs[1]), axis=-1)
+    np.testing.assert_allclose(np.asarray(s), psi / np.abs(psi), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(l), np.log(np.abs(psi)), rtol=1e-12)
+    with pytest.raises(ValueError, match="share their leading dims"):
+        tlj.slogdet_sum([np.ones((2, 3, 3, 3)), np.ones((2, 4, 2, 2))])
+    with pytest.raises(ValueError, match="weights must have shape"):
+        tlj.slogdet_sum([np.ones((2, 3, 3, 3))], np.ones(5))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_slogdet_sum_derivatives(dtype):
+    """First and second order against jnp's slogdet summed by hand (and finite differences)."""
+    xs = [random_matrices((2, 4, 3, 3), dtype, seed=4), random_matrices((2, 4, 2, 2), dtype, seed=5)]
+    w = jnp.asarray(random_matrices((2, 4), dtype, seed=6))
+
+    def ref(x0, x1, w):
+        psi = jnp.sum(w * jnp.linalg.det(x0) * jnp.linalg.det(x1), axis=-1)
+        return jnp.log(jnp.abs(psi))
+
+    ours = lambda x0, x1, w: tlj.slogdet_sum([x0, x1], w)[1]  # noqa: E731
+    args = (*map(jnp.asarray, xs), w)
+    for argnum in range(3):
+        np.testing.assert_allclose(jax.grad(lambda *a: ours(*a).sum(), argnum)(*args),
+                                   jax.grad(lambda *a: ref(*a).sum(), argnum)(*args), rtol=1e-9, atol=1e-12)
+    h = jax.hessian(lambda x: ours(x, args[1], w).sum())(args[0]) if dtype == np.float64 else None
+    if h is not None:
+        np.testing.assert_allclose(h, jax.hessian(lambda x: ref(x, args[1], w).sum())(args[0]), rtol=1e-8, atol=1e-10)
+    jax.test_util.check_grads(lambda x0: ours(x0, args[1], w), (args[0],), order=2, modes=("fwd", "rev"),
+                              atol=1e-6, rtol=1e-6, eps=1e-5)
+
+
+# ---- folx -----------------------------------------------------------------------------------
+
+folx = pytest.importorskip("folx", reason="folx is part of the test extra")
+
+
+def slater(n, one_electron: bool, seed=0):
+    """log|det phi_j(r_i)| of an MLP-orbital x envelope model; one_electron: phi_j(r_i) depends on
+    r_i only (folx's Jacobian row-sparse), else also on the electrons' mean (dense)."""
+    rng = np.random.default_rng(seed)
+    w, u = jnp.asarray(rng.standard_normal((3, n))), jnp.asarray(rng.standard_normal((n, n))) * 0.3
+
+    def orbitals(r):
+        h = jnp.tanh(r @ w)
+        if not one_electron:
+            h = h + jnp.tanh(jnp.mean(r, 0) @ w)[None]
+        return (h @ u + jnp.eye(n)) * jnp.exp(-jnp.linalg.norm(r, axis=-1))[:, None]
+
+    return orbitals
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 16, 32])
+@pytest.mark.parametrize("one_electron", [True, False])
+def test_folx_laplacian_equals_hessian_trace(n, one_electron):
+    orbitals = slater(n, one_electron, seed=n)
+    f = lambda x: tlj.slogdet(orbitals(x.reshape(n, 3)))[1]  # noqa: E731
+    x = jnp.asarray(np.random.default_rng(n).standard_normal(3 * n))
+    result = jax.jit(folx.forward_laplacian(f))(x)
+    np.testing.assert_allclose(result.laplacian, jnp.trace(jax.hessian(f)(x)), rtol=1e-10)
+    np.testing.assert_allclose(result.jacobian.dense_array, jax.grad(f)(x), rtol=1e-10, atol=1e-12)
+    hlo = jax.jit(folx.forward_laplacian(f)).lower(x).as_text()
+    if n >= 3:  # the rule's one fused call, not folx's generic path (closed forms below 3)
+        assert hlo.count("tinyla_slogdet_inv_transposed") >= 1 and "tinyla_inv" not in hlo.replace(
+            "tinyla_inv_transposed", "")
+
+
+def test_folx_det_and_slogdet_sum():
+    n = 4
+    orbitals = slater(n, True, seed=1)
+    x = jnp.asarray(np.random.default_rng(1).standard_normal(3 * n))
+    for f in (lambda x: tlj.det(orbitals(x.reshape(n, 3))),
+              lambda x: tlj.slogdet_sum([jnp.stack([orbitals(x.reshape(n, 3)), 2 * orbitals(x.reshape(n, 3)[::-1])])],
+                                        jnp.array([1.0, -0.3]))[1]):
+        result = jax.jit(folx.forward_laplacian(f))(x)
+        np.testing.assert_allclose(result.laplacian, jnp.trace(jax.hessian(f)(x)), rtol=1e-10)
+
+
+# ---- use_for_jnp --------------------------------------------------------------------------------
+
+def test_use_for_jnp_routes_traced_code_and_restores():
+    a = jnp.asarray(random_matrices((3, 4, 4), np.float64))
+    f = jax.jit(lambda a: jnp.linalg.slogdet(a)[1] + jnp.linalg.inv(a).sum((-2, -1)))
+    assert "tinyla" not in f.lower(a).as_text()
+    f(a)  # compiled (and cached) without tinyla
+    with tlj.use_for_jnp():
+        assert jnp.linalg.slogdet is tlj.slogdet
+        assert "tinyla_slogdet" in f.lower(a).as_text()  # traced anew, not the cached version
+        inside = f(a)
+    assert "tinyla" not in f.lower(a).as_text()
+    np.testing.assert_allclose(inside, f(a), rtol=1e-12)
+    switch = tlj.use_for_jnp()  # a plain call, until restore()
+    assert jnp.linalg.det is tlj.det
+    switch.restore()
+    assert jnp.linalg.det is not tlj.det
