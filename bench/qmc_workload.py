@@ -124,12 +124,64 @@ def plot(rows, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def slater_log_psi(n: int, slogdet):
+    """log|det phi_j(r_i)| of a Slater ansatz: MLP orbitals (3 -> 64 -> n) of each electron times
+    an exponential envelope; r: (n, 3). What folx's forward Laplacian differentiates."""
+    rng = np.random.default_rng(n)
+    w1, w2 = jnp.asarray(rng.standard_normal((3, 64)) / 2), jnp.asarray(rng.standard_normal((64, n)) / 8)
+
+    def log_psi(x):
+        r = x.reshape(n, 3)
+        phi = (jnp.tanh(r @ w1) @ w2 + jnp.eye(n)) * jnp.exp(-jnp.linalg.norm(r, axis=-1))[:, None]
+        return slogdet(phi)[1]
+
+    return log_psi
+
+
+def standin_slogdet(a):
+    """A zero-cost stand-in of the same shapes: log|prod of the diagonal| (the Amdahl limit)."""
+    d = jnp.diagonal(a, axis1=-2, axis2=-1)
+    return jnp.sign(jnp.prod(d, -1)), jnp.sum(jnp.log(jnp.abs(d)), -1)
+
+
+def folx_table(quick: bool, repeats: int) -> None:
+    """The kinetic-energy part of a local energy: folx's forward Laplacian of log|psi| over
+    walkers, with jnp.linalg.slogdet (folx's own rule), tinyla.jax.slogdet (tinyla's rule) and the
+    stand-in; the determinant's share is 1 - standin / jnp."""
+    try:
+        import folx
+    except ImportError:
+        print("\nfolx Laplacian: folx is not installed (pip install folx)")
+        return
+    walkers = 64 if quick else 256
+    print(f"\nfolx {folx.__version__ if hasattr(folx, '__version__') else ''} forward Laplacian of a Slater "
+          f"ansatz (MLP orbitals x envelope), {walkers} walkers, float64; time per call, best of {repeats}")
+    print("| n_el | jnp ms | tinyla ms | stand-in ms | jnp / tinyla | det share of jnp | Amdahl bound | "
+          "reached | max rel. diff |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in (4, 8, 16, 32):
+        x = jnp.asarray(np.random.default_rng(n).standard_normal((walkers, 3 * n)))
+        fns = {name: jax.jit(jax.vmap(lambda x, f=slater_log_psi(n, sl): folx.forward_laplacian(f)(x).laplacian))
+               for name, sl in (("jnp", jnp.linalg.slogdet), ("tinyla", tlj.slogdet), ("standin", standin_slogdet))}
+        print(f"  folx n_el={n} ...", end="", file=sys.stderr, flush=True)
+        best, outs = time_calls(fns, x, repeats)
+        print(" ".join(f"{c} {best[c] * 1e3:.2f} ms" for c in fns), file=sys.stderr, flush=True)
+        share = 1 - best["standin"] / best["jnp"]
+        bound = best["jnp"] / best["standin"]
+        speedup = best["jnp"] / best["tinyla"]
+        reached = (speedup - 1) / (bound - 1) if bound > 1 else float("nan")
+        print(f"| {n} | {best['jnp'] * 1e3:.2f} | {best['tinyla'] * 1e3:.2f} | {best['standin'] * 1e3:.2f} | "
+              f"**{speedup:.2f}x** | {share:.0%} | {bound:.2f}x | {reached:.0%} | "
+              f"{max_rel_diff(outs['tinyla'], outs['jnp']):.1e} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="1/8 of the walkers, fewer repeats")
     ap.add_argument("--sizes", default="1,2,3,4,8,16")
     ap.add_argument("--png", default="qmc_workload.png")
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--skip-folx", action="store_true", help="leave out the folx Laplacian table")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     repeats = args.repeats or (5 if args.quick else 15)
@@ -169,6 +221,8 @@ def main() -> int:
                  f"**{r['jnp'] / r['tinyla']:.1f}x**", f"{closed / r['tinyla']:.2f}x" if closed else "-",
                  f"{r['floor'] * 1e3:.2f}", f"{r['gbps']:.0f}", f"{r['diff']:.1e}"]
         print("| " + " | ".join(cells) + " |")
+    if not args.skip_folx:
+        folx_table(args.quick, repeats)
     if args.png:
         plot(rows, args.png)
         print(f"\nplot: {args.png}")

@@ -37,6 +37,13 @@ def exact_det(m) -> Fraction:
     return f[0][0] * f[1][1] - f[0][1] * f[1][0] if len(m) == 2 else f[0][0]
 
 
+def to_float(d: Fraction) -> float:
+    try:
+        return float(d)
+    except OverflowError:
+        return math.inf if d > 0 else -math.inf
+
+
 def exact_logabs(d: Fraction) -> float:
     return math.log(abs(d.numerator)) - math.log(d.denominator)
 
@@ -47,7 +54,7 @@ def test_cancellation_is_exact_to_an_ulp_and_singular_exactly():
     rng = np.random.default_rng(1)
     a = rng.standard_normal((4000, 2, 2))
     a[:, 1, 1] = a[:, 0, 1] * a[:, 1, 0] / a[:, 0, 0] * (1 + rng.standard_normal(4000) * 1e-13)
-    a[:100, 1] = a[:100, 0] * 3  # exactly proportional rows: singular
+    a[:100, 1] = a[:100, 0] * 2  # exactly proportional rows: singular
     det = np.asarray(jax.jit(tlj.det)(a))
     exact = np.array([float(exact_det(m)) for m in a])
     nonzero = exact != 0
@@ -67,13 +74,15 @@ def test_extreme_entries_keep_logabsdet_finite(scale):
     a[100:, 0] *= 1e-200 if scale > 1 else 1e200  # rows of very different size
     s, l = jax.jit(tlj.slogdet)(a)
     exact = [exact_det(m) for m in a]
-    np.testing.assert_array_equal(np.asarray(s), [np.sign(float(np.sign(d))) for d in exact])
-    np.testing.assert_allclose(np.asarray(l), [exact_logabs(d) for d in exact], rtol=1e-14)
+    np.testing.assert_array_equal(np.asarray(s), [(d > 0) - (d < 0) for d in exact])
+    # logabsdet = log|det'| + row exponents: absolute error a few ulps of the larger part
+    np.testing.assert_allclose(np.asarray(l), [exact_logabs(d) for d in exact], rtol=1e-14, atol=2e-13)
     d = np.asarray(jax.jit(tlj.det)(a))
-    np.testing.assert_allclose(d, [float(e) for e in exact], rtol=1e-14)  # 0 / inf where out of range
+    np.testing.assert_allclose(d, [to_float(e) for e in exact], rtol=1e-14)  # 0 / inf where out of range
     x = np.asarray(jax.jit(tlj.inv)(a))
+    # componentwise backward error: |A X - I| <= c u |A| |X| (rows of different size cancel in A X)
     residual = np.abs(np.einsum("bij,bjk->bik", a, x) - np.eye(2))
-    assert residual.max() < 1e-12
+    assert (residual <= 8 * np.finfo(float).eps * np.einsum("bij,bjk->bik", np.abs(a), np.abs(x))).all()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

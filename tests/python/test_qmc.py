@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.test_util import check_grads
 
 import tinyla.jax as tlj
 from helpers import random_matrices
@@ -80,7 +81,7 @@ def test_slogdet_sum_derivatives(dtype):
     h = jax.hessian(lambda x: ours(x, args[1], w).sum())(args[0]) if dtype == np.float64 else None
     if h is not None:
         np.testing.assert_allclose(h, jax.hessian(lambda x: ref(x, args[1], w).sum())(args[0]), rtol=1e-8, atol=1e-10)
-    jax.test_util.check_grads(lambda x0: ours(x0, args[1], w), (args[0],), order=2, modes=("fwd", "rev"),
+    check_grads(lambda x0: ours(x0, args[1], w), (args[0],), order=2, modes=("fwd", "rev"),
                               atol=1e-6, rtol=1e-6, eps=1e-5)
 
 
