@@ -7,9 +7,12 @@
 ``slogdet, det, inv, solve`` take and return what ``jax.numpy.linalg`` does
 (shapes ``(..., n, n)``, float32/float64/complex64/complex128, integers and bool
 promoted as jnp promotes them), plus ``slogdet_inv(a) -> (sign, logabsdet, inverse)``
-from one factorization. Each op is one custom call over the whole batch: every
-leading dimension is batch, so ``jit``, ``vmap`` (nested), empty batches and
-n = 0 need nothing special.
+from one factorization, ``slogdet_sum`` (multi-determinant sums) and ``use_for_jnp()``
+(routes jnp.linalg to tinyla at trace time). Each op is one custom call over the whole
+batch: every leading dimension is batch, so ``jit``, ``vmap`` (nested), empty batches
+and n = 0 need nothing special. n <= 2 is element-wise XLA code instead (_closed_form.py),
+which XLA fuses with its neighbours. With folx installed, its forward Laplacian finds
+tinyla's rules (_folx.py) by the names of the jit entry points (tinyla_slogdet, ...).
 
 Derivatives of any order come from ``custom_jvp`` rules written with these same
 ops, so each order stays on tinyla's kernels and no rule factorizes twice:
