@@ -66,10 +66,9 @@ def _row_coordinates(mask: np.ndarray):
     return slot, coords
 
 
-def _log_det(a: FwdLaplArray):
-    """sign, log|det|, and the Jacobian (FwdJacobian) and Laplacian of log det A (complex for
-    complex A: the real parts belong to log|det A|, the imaginary ones to the phase)."""
-    sign, logabsdet, inverse_t = _tlj._slogdet_inv(a.x, True)  # one factorization
+def _log_det(a: FwdLaplArray, inverse_t):
+    """The Jacobian (FwdJacobian) and Laplacian of log det A from A^-T (complex for complex A:
+    the real parts belong to log|det A|, the imaginary ones to the phase)."""
     shape = a.x.shape
     laplacian = jnp.sum(inverse_t * a.laplacian, axis=(-2, -1))  # tr(A^-1 Delta A)
     mask = _static_mask(a.jacobian, shape)
@@ -93,13 +92,13 @@ def _log_det(a: FwdLaplArray):
         grad = jax.ops.segment_sum(per_slot[np.flatnonzero(used)], segment, num_segments=coords.size)
         laplacian = laplacian - jnp.sum(grad * grad, axis=0)
         index = np.broadcast_to(coords.reshape(-1, *(1,) * (grad.ndim - 1)), grad.shape)
-        return sign, logabsdet, FwdJacobian(grad, index), laplacian
+        return FwdJacobian(grad, index), laplacian
     dense = a.jacobian.dense_array  # (K, ..., n, n)
     inverse = jnp.swapaxes(inverse_t, -1, -2)
     products = jnp.einsum("...ij,k...jl->k...il", inverse, dense)  # A^-1 dA/dx_c
     grad = jnp.einsum("k...ii->k...", products)
     laplacian = laplacian - jnp.einsum("k...il,k...li->...", products, products)
-    return sign, logabsdet, FwdJacobian.from_dense(grad), laplacian
+    return FwdJacobian.from_dense(grad), laplacian
 
 
 def _dense(jacobian: FwdJacobian, width: int | None = None):
@@ -123,7 +122,8 @@ def _slogdet_rule(args, kwargs, sparsity_threshold):
     (a,) = args
     if not isinstance(a, FwdLaplArray):
         return tuple(_tlj._slogdet(a))
-    sign, logabsdet, jacobian, laplacian = _log_det(a)
+    sign, logabsdet, inverse_t = _tlj._slogdet_inv(a.x, True)  # one factorization
+    jacobian, laplacian = _log_det(a, inverse_t)
     if not jnp.iscomplexobj(laplacian):
         return sign, FwdLaplArray(logabsdet, jacobian, laplacian)
     return _split_log(sign, logabsdet, _dense(jacobian), laplacian)
@@ -135,7 +135,7 @@ def _det_rule(args, kwargs, sparsity_threshold):
     if not isinstance(a, FwdLaplArray):
         return _tlj._det(a)
     det = _tlj._det(a.x)  # rounded once from tinyla's mantissa and exponent
-    _, _, jacobian, laplacian = _log_det(a)
+    jacobian, laplacian = _log_det(a, _tlj._inv(a.x, True))
     grad = _dense(jacobian)
     return FwdLaplArray(det, FwdJacobian.from_dense(det * grad),
                         det * (laplacian + jnp.sum(grad * grad, axis=0)))
@@ -154,15 +154,15 @@ def _slogdet_sum_rule(weighted: bool):
         if not any(isinstance(x, FwdLaplArray) for x in xs):
             return tuple(_tlj._slogdet_sum(tuple(xs), weights))
         values = [x.x if isinstance(x, FwdLaplArray) else x for x in xs]
-        sign, logabsdet = _tlj._slogdet_sum(tuple(values), weights)
-        products, shift, _ = _tlj._determinant_products(tuple(values), weights)
+        products, shift, inverses_t = _tlj._determinant_products(tuple(values), weights)  # one call per block
         total = _tlj._weighted_sum(products, weights)
+        sign, logabsdet = _tlj._sign_and_log(total, shift)
         terms = products if weights is None else products * weights
         p = terms / total[..., None]  # (..., K)
-        blocks = [_log_det(x) for x in xs if isinstance(x, FwdLaplArray)]
-        width = max(_dense(jac).shape[0] for _, _, jac, _ in blocks)
-        grad_terms = sum(_dense(jac, width) for _, _, jac, _ in blocks)  # (C, ..., K)
-        laplacian_terms = sum(lap for _, _, _, lap in blocks)
+        blocks = [_log_det(x, inv_t) for x, inv_t in zip(xs, inverses_t) if isinstance(x, FwdLaplArray)]
+        width = max(_dense(jac).shape[0] for jac, _ in blocks)
+        grad_terms = sum(_dense(jac, width) for jac, _ in blocks)  # (C, ..., K)
+        laplacian_terms = sum(lap for _, lap in blocks)
         grad = jnp.sum(p * grad_terms, axis=-1)
         laplacian = (jnp.sum(p * (laplacian_terms + jnp.sum(grad_terms * grad_terms, axis=0)), axis=-1)
                      - jnp.sum(grad * grad, axis=0))

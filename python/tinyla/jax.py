@@ -275,8 +275,8 @@ def _slogdet(a):
 def _slogdet_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     if a.shape[-1] <= 2:
-        # Closed forms: nothing to share between the two. Two calls, so that XLA drops the
-        # primal one (and its logarithm) when only the gradient is used.
+        # Closed forms: nothing to share between the two. Kept apart, so that XLA drops the
+        # value (and its logarithm) when only the gradient is used.
         (sign, logabsdet), inverse_t = _slogdet(a), _inv(a, True)
     else:
         # One factorization for the value and the gradient; the kernel writes A^-T, the
@@ -343,11 +343,11 @@ def _solve_jvp(primals, tangents):
 # interpreters that dispatch on names see it as one call. folx does: it finds tinyla's forward-
 # Laplacian rules (tinyla/_folx.py) by these names, where a custom_jvp would meet its generic path.
 
-def _named(name: str, fn, **jit_kwargs):
+def _named(name: str, fn):
     def call(*args):
         return fn(*args)
     call.__name__ = call.__qualname__ = name
-    return jax.jit(call, **jit_kwargs)
+    return jax.jit(call)
 
 
 _slogdet_named = _named("tinyla_slogdet", _slogdet)
@@ -436,11 +436,14 @@ def _weighted_sum(products, weights):
     return jnp.sum(products if weights is None else products * weights, axis=-1)
 
 
+def _sign_and_log(total, shift):
+    return _closed_form.unit(total), shift + jnp.log(jnp.abs(total))
+
+
 @jax.custom_jvp
 def _slogdet_sum(xs, weights):
     products, shift, _ = _determinant_products(xs, weights)
-    total = _weighted_sum(products, weights)
-    return _closed_form.unit(total), shift + jnp.log(jnp.abs(total))
+    return _sign_and_log(_weighted_sum(products, weights), shift)
 
 
 @_slogdet_sum.defjvp
@@ -453,8 +456,8 @@ def _slogdet_sum_jvp(primals, tangents):
     dtotal = _weighted_sum(products * dlog_products, weights)
     if weights is not None:
         dtotal = dtotal + jnp.sum(products * dweights, axis=-1)
-    sign = _closed_form.unit(total)
-    return (sign, shift + jnp.log(jnp.abs(total))), _slogdet_tangents(sign, dtotal / total)
+    sign, logabsdet = _sign_and_log(total, shift)
+    return (sign, logabsdet), _slogdet_tangents(sign, dtotal / total)
 
 
 # flat arguments, as folx's rules receive them
