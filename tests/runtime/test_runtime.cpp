@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "stand_in.hpp"
 
 extern "C" {
@@ -43,7 +45,9 @@ std::map<std::string, long> stats() { return stand_in::parse(tinyla_mgpu_stats()
 // Runs a command with extra environment; returns the stand-in's report and
 // (through `output`) what the command printed.
 std::map<std::string, long> run_with_stand_in(const std::string& exe, const std::string& env, std::string* output) {
-  const std::string report = ::testing::TempDir() + "tinyla_fake_report.txt", log = report + ".log";
+  // One file per process: ctest runs these tests in parallel processes (and CI runs may overlap).
+  const std::string report = ::testing::TempDir() + "tinyla_fake_report." + std::to_string(getpid()) + ".txt",
+                    log = report + ".log";
   std::remove(report.c_str());
   const std::string cmd = "TINYLA_FAKE_DRIVER_REPORT=" + report + " " + env + " " + exe + " > " + log + " 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -52,6 +56,8 @@ std::map<std::string, long> run_with_stand_in(const std::string& exe, const std:
   std::ifstream r(report);
   std::string line;
   std::getline(r, line);
+  std::remove(report.c_str());
+  std::remove(log.c_str());
   return stand_in::parse(line);
 }
 
