@@ -2,7 +2,7 @@
 
     python bench/qmc_workload.py [--quick] [--png PATH] [--sizes 1,2,3,4,8,16]
 
-Workloads, x of shape (walkers, determinants, N, N) float64 (the MI300X report's shape,
+Workloads, x of shape (walkers, determinants, N, N) float64 (the shape of ROCm/rocm-jax#259,
 (4096, 64, N, N); smaller walker counts for N >= 8, stated in the table):
   grad     jit(grad(lambda x: slogdet(x)[1].sum()))   the training step's determinant part
   forward  jit(lambda x: slogdet(x)[1])
@@ -20,12 +20,16 @@ call page-faults them in anew). "tinyla GB/s" is the input plus output bytes ove
 time: on a GPU, the fraction of HBM bandwidth reached. Runs on jax's default device (the
 GPU where jax has one). Progress goes to stderr; the table to stdout; a PNG plot
 of the ratios to --png.
+
+Then the folx Laplacian of a Slater ansatz (below) and, from bench/ansatz.py, a FermiNet-like
+ansatz step (local energies and the VMC gradient) with the determinant's share of it.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import platform
+import subprocess
 import sys
 import time
 
@@ -40,7 +44,7 @@ import tinyla.jax as tlj  # noqa: E402
 
 
 def closed_form_slogdet(x):
-    """The MI300X report's hand-written replacement (N = 1, 2), verbatim in spirit:
+    """The hand-written replacement of ROCm/rocm-jax#259 (N = 1, 2), verbatim in spirit:
     log|det| + 1e-20, the sign left out (the loss only needs logabsdet)."""
     n = x.shape[-1]
     if n == 1:
@@ -182,6 +186,7 @@ def main() -> int:
     ap.add_argument("--png", default="qmc_workload.png")
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--skip-folx", action="store_true", help="leave out the folx Laplacian table")
+    ap.add_argument("--skip-ansatz", action="store_true", help="leave out the ansatz step table (bench/ansatz.py)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     repeats = args.repeats or (5 if args.quick else 15)
@@ -226,6 +231,12 @@ def main() -> int:
     if args.png:
         plot(rows, args.png)
         print(f"\nplot: {args.png}")
+    if not args.skip_ansatz:
+        # its own process: it runs jax with other threading (see bench/ansatz.py)
+        sys.stdout.flush()
+        png = os.path.join(os.path.dirname(args.png) or ".", "ansatz_step.png") if args.png else ""
+        ansatz = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ansatz.py")
+        subprocess.run([sys.executable, ansatz, "--png", png, *(["--quick"] if args.quick else [])], check=True)
     return 0
 
 

@@ -206,8 +206,3 @@ def call(op: str, *args):
     if op in ("slogdet_inv", "slogdet_inv_transposed"):
         return (*_slogdet(a), *_inv(a, op == "slogdet_inv_transposed"))
     raise ValueError(f"no closed form for {op}")
-
-
-def matmul(x, y):
-    """x @ y for n <= 2 as element-wise products and a sum (fusible; no dot op)."""
-    return jnp.sum(x[..., :, :, None] * y[..., None, :, :], axis=-2)

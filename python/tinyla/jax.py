@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import operator
 import os
 import warnings
 from typing import NamedTuple
@@ -241,10 +242,18 @@ def _call(op: str, *args) -> list[jax.Array]:
 _HIGHEST = jax.lax.Precision.HIGHEST  # no reduced-precision matmuls in tangents (GPU)
 
 
+_FUSED_MATMUL_MAX_K = 32
+
+
 def _matmul(x, y):
-    if x.shape[-1] <= CLOSED_FORM_MAX_N and x.shape[-2] <= CLOSED_FORM_MAX_N:
-        return _closed_form.matmul(x, y)  # fusible, where a dot of 2x2 blocks would not be
-    return jnp.matmul(x, y, precision=_HIGHEST)
+    """x @ y; up to contraction size 32 as a sum of rank-1 products, one element-wise expression
+    that XLA fuses into a single loop (and into its neighbours). XLA's batched dot is slower on
+    such tiny matrices: on the CPU 1.3x at k = 8..32 and 8x at k = 4..5 (bench/qmc_workload.py
+    under the Hessian's trace). The sum runs in the order a dot's would, so rounding is the same."""
+    k = x.shape[-1]
+    if k == 0 or k > _FUSED_MATMUL_MAX_K:
+        return jnp.matmul(x, y, precision=_HIGHEST)
+    return functools.reduce(operator.add, (x[..., :, j, None] * y[..., None, j, :] for j in range(k)))
 
 
 def _trace_with_inverse(inverse, da, transposed: bool):

@@ -1,0 +1,260 @@
+"""A FermiNet-like ansatz for the end-to-end benchmark: one atom, n_el electrons in two spin blocks.
+
+The model follows FermiNet (Pfau et al., Phys. Rev. Research 2, 033429 (2020)) at a size a
+2-core CPU can step through: electron-nucleus and electron-electron features, LAYERS layers of
+one- and two-electron streams (widths WIDTH_1, WIDTH_2) that mix by spin-block means, then per
+spin block K determinants of MLP orbitals times exponential envelopes, combined by a signed
+log-sum-exp. Only the determinant step differs between contenders:
+
+  jnp      jnp.linalg.slogdet per block, then the signed log-sum-exp (what FermiNet writes)
+  tinyla   the same code with tinyla.jax.slogdet (what tinyla.jax.use_for_jnp() gives it)
+  sum      tinyla.jax.slogdet_sum over both blocks, the whole signed sum in one op
+  standin  a zero-cost stand-in of the same shapes: log|product of the diagonal|, then the
+           same signed log-sum-exp (the Amdahl limit: everything but the determinant)
+
+Workloads (over a batch of walkers, float64):
+  E_L folx      local energy, the kinetic term by folx's forward Laplacian
+  E_L hessian   local energy, the Laplacian as the Hessian's trace, forward over reverse as in
+                FermiNet's default (jax.linearize of the gradient, one coordinate per loop step)
+  VMC step      folx local energy + jit(grad) of the VMC loss with respect to the parameters
+"""
+from __future__ import annotations
+
+import os
+
+if __name__ == "__main__":
+    # One core for every contender: XLA's CPU pool of one thread (set before jax starts) and
+    # tinyla's pool of one (main). jnp.linalg's batched LAPACK calls (jaxlib 0.10) wait inside
+    # XLA's pool for work queued on that same pool, so when as many run at once as the pool has
+    # threads the process hangs -- this model's Hessian trace on a 2- or 4-thread pool did; with
+    # one thread they run inline. A larger pool than cores made the timings swing by 30 %.
+    os.environ.setdefault("PJRT_NPROC", "1")
+
+import argparse
+import functools
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+import tinyla.jax as tlj
+
+K = 16
+LAYERS = 2
+WIDTH_1 = 64
+WIDTH_2 = 16
+
+
+def spins(n_el: int) -> tuple[int, int]:
+    return (n_el + 1) // 2, n_el // 2
+
+
+def init_params(n_el: int, seed: int = 0) -> dict:
+    """Random parameters scaled so that activations stay O(1) and the orbital matrices are
+    well conditioned (an identity-like term per determinant, as a trained model's would be)."""
+    rng = np.random.default_rng(seed)
+    n_up, n_dn = spins(n_el)
+    params = {"layers": [], "orbitals": [], "sigma": []}
+    d1, d2 = 4, 4  # |r_i|, r_i; |r_ij|, r_ij
+    for _ in range(LAYERS):
+        d_in = 3 * d1 + 2 * d2
+        params["layers"].append({
+            "w1": jnp.asarray(rng.standard_normal((d_in, WIDTH_1)) / np.sqrt(d_in)),
+            "b1": jnp.asarray(rng.standard_normal(WIDTH_1) * 0.1),
+            "w2": jnp.asarray(rng.standard_normal((d2, WIDTH_2)) / np.sqrt(d2)),
+            "b2": jnp.asarray(rng.standard_normal(WIDTH_2) * 0.1)})
+        d1, d2 = WIDTH_1, WIDTH_2
+    for n_s in (n_up, n_dn):
+        params["orbitals"].append(jnp.asarray(rng.standard_normal((WIDTH_1, K * n_s)) / np.sqrt(WIDTH_1)))
+        params["sigma"].append(jnp.asarray(1.0 + rng.random((K, n_s))))
+    return params
+
+
+def _signed_logsumexp(signs, logs):
+    """log|sum_k signs_k exp(logs_k)| and its sign, shifted by the largest term."""
+    shift = jax.lax.stop_gradient(jnp.max(logs, axis=-1, keepdims=True))
+    total = jnp.sum(signs * jnp.exp(logs - shift), axis=-1)
+    return jnp.sign(total), jnp.log(jnp.abs(total)) + shift[..., 0]
+
+
+def _standin_slogdet(a):
+    d = jnp.diagonal(a, axis1=-2, axis2=-1)
+    return jnp.prod(jnp.sign(d), -1), jnp.sum(jnp.log(jnp.abs(d)), -1)
+
+
+def _per_block(slogdet):
+    def combine(blocks):
+        signs, logs = 1.0, 0.0
+        for phi in blocks:
+            s, l = slogdet(phi)
+            signs, logs = signs * s, logs + l
+        return _signed_logsumexp(signs, logs)
+    return combine
+
+
+DETERMINANTS = {
+    "jnp": _per_block(jnp.linalg.slogdet),
+    "tinyla": _per_block(tlj.slogdet),
+    "sum": lambda blocks: tuple(tlj.slogdet_sum(blocks)),
+    "standin": _per_block(_standin_slogdet),
+}
+
+
+def make_log_psi(n_el: int, contender: str):
+    """log|psi(params, x)| for one walker, x of shape (3 n_el,) (the nucleus, charge n_el, at 0)."""
+    n_up, _ = spins(n_el)
+    determinants = DETERMINANTS[contender]
+    eye = jnp.eye(n_el)
+
+    def log_psi(params, x):
+        r = x.reshape(n_el, 3)
+        r_ae = jnp.linalg.norm(r, axis=-1, keepdims=True)
+        ee = r[:, None, :] - r[None, :, :]
+        # |r_ij| with the diagonal held at 1, so that its derivative exists (FermiNet's trick).
+        r_ee = jnp.sqrt(jnp.sum(ee * ee, -1, keepdims=True) + eye[..., None]) * (1 - eye)[..., None]
+        h1 = jnp.concatenate([r_ae, r], -1)
+        h2 = jnp.concatenate([r_ee, ee], -1)
+        for layer in params["layers"]:
+            g1 = [jnp.broadcast_to(jnp.mean(b, 0), b.shape[1:]) for b in (h1[:n_up], h1[n_up:])]
+            g2 = [jnp.mean(h2[:, :n_up], 1), jnp.mean(h2[:, n_up:], 1)]
+            f = jnp.concatenate([h1, jnp.broadcast_to(g1[0], h1.shape), jnp.broadcast_to(g1[1], h1.shape), *g2], -1)
+            new1 = jnp.tanh(f @ layer["w1"] + layer["b1"])
+            new2 = jnp.tanh(h2 @ layer["w2"] + layer["b2"])
+            h1 = new1 + h1 if new1.shape == h1.shape else new1
+            h2 = new2 + h2 if new2.shape == h2.shape else new2
+        blocks = []
+        for (lo, hi), w, sigma in zip(((0, n_up), (n_up, n_el)), params["orbitals"], params["sigma"]):
+            n_s = hi - lo
+            orb = (h1[lo:hi] @ w).reshape(n_s, K, n_s).transpose(1, 0, 2)  # (K, electron, orbital)
+            envelope = jnp.exp(-sigma[:, None, :] * r_ae[lo:hi, 0][None, :, None])
+            blocks.append((orb + jnp.eye(n_s)) * envelope)
+        return determinants(blocks)[1]
+
+    return log_psi
+
+
+def potential(n_el: int, x):
+    r = x.reshape(n_el, 3)
+    ee = r[:, None, :] - r[None, :, :]
+    i, j = np.triu_indices(n_el, 1)
+    return -n_el * jnp.sum(1 / jnp.linalg.norm(r, axis=-1)) + jnp.sum(1 / jnp.linalg.norm(ee[i, j], axis=-1))
+
+
+def local_energy(n_el: int, contender: str, laplacian: str):
+    """E_L(params, x) = -(lap log|psi| + |grad log|psi||^2) / 2 + V for one walker."""
+    log_psi = make_log_psi(n_el, contender)
+
+    def e_l(params, x):
+        f = lambda x: log_psi(params, x)  # noqa: E731
+        if laplacian == "folx":
+            import folx
+            out = folx.forward_laplacian(f)(x)
+            lap, grad = out.laplacian, out.jacobian.dense_array
+        else:
+            # FermiNet's default: linearize the gradient, one tangent per coordinate in a loop.
+            grad, dgrad = jax.linearize(jax.grad(f), x)
+            eye = jnp.eye(x.shape[0], dtype=x.dtype)
+            lap = jax.lax.fori_loop(0, x.shape[0], lambda i, acc: acc + dgrad(eye[i])[i], 0.0)
+        return -0.5 * (lap + jnp.sum(grad * grad)) + potential(n_el, x)
+
+    return e_l
+
+
+def walkers(n_el: int, count: int, seed: int = 0):
+    """Walker positions: electrons spread around the nucleus at radii of about one bohr."""
+    rng = np.random.default_rng(seed)
+    return jnp.asarray(rng.standard_normal((count, 3 * n_el)))
+
+
+def workloads(n_el: int, contender: str) -> dict:
+    """The benchmark's jitted functions of (params, xs) for one contender."""
+    log_psi = make_log_psi(n_el, contender)
+    e_folx = jax.vmap(local_energy(n_el, contender, "folx"), (None, 0))
+    e_hess = jax.vmap(local_energy(n_el, contender, "hessian"), (None, 0))
+
+    def loss(params, xs, e_l):
+        centred = jax.lax.stop_gradient(e_l - jnp.mean(e_l))
+        return 2 * jnp.mean(centred * jax.vmap(log_psi, (None, 0))(params, xs))
+
+    def step(params, xs):
+        """The energy and the loss's gradient, as one vector (what an optimizer step takes)."""
+        e_l = e_folx(params, xs)
+        return jnp.concatenate([jnp.mean(e_l)[None], ravel_pytree(jax.grad(loss)(params, xs, e_l))[0]])
+
+    return {"E_L folx": jax.jit(e_folx), "E_L hessian": jax.jit(e_hess), "VMC step": jax.jit(step)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="64 walkers, 3 repeats")
+    ap.add_argument("--electrons", default="4,10,16,32")
+    ap.add_argument("--walkers", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--png", default="ansatz_step.png")
+    args = ap.parse_args()
+    jax.config.update("jax_enable_x64", True)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from qmc_workload import machine, max_rel_diff, time_calls
+
+    import tinyla
+    tinyla.set_num_threads(1)
+    count = args.walkers or (64 if args.quick else 256)
+    repeats = args.repeats or (3 if args.quick else 5)
+    print(f"machine: {machine()}; jax {jax.__version__}; threads: XLA {os.environ.get('PJRT_NPROC', 'default')}, "
+          f"tinyla {tinyla.get_num_threads()}")
+    print(f"\nFermiNet-like ansatz step ({LAYERS} layers of widths {WIDTH_1}/{WIDTH_2}, K = {K} determinants, "
+          f"two spin blocks, envelopes), float64, one thread; time per call, best of {repeats}, interleaved")
+    print("| n_el | blocks | walkers | workload | jnp ms | tinyla ms | slogdet_sum ms | stand-in ms | jnp / tinyla | "
+          "jnp / slogdet_sum | stand-in / tinyla | det share of jnp | max rel. diff |")
+    print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rows = []
+    for n_el in (int(s) for s in args.electrons.split(",")):
+        n_walkers = count if n_el <= 16 else max(count // 4, 1)  # n_el = 32: a quarter, to bound the run time
+        params, xs = init_params(n_el), walkers(n_el, n_walkers)
+        contenders = {c: workloads(n_el, c) for c in DETERMINANTS}
+        for workload in contenders["jnp"]:
+            fns = {c: functools.partial(contenders[c][workload], params) for c in contenders}
+            print(f"  n_el={n_el} {workload} ...", end="", file=sys.stderr, flush=True)
+            best, outs = time_calls(fns, xs, repeats)
+            print(" ".join(f"{c} {best[c] * 1e3:.1f} ms" for c in fns), file=sys.stderr, flush=True)
+            diff = max(max_rel_diff(outs[c], outs["jnp"]) for c in ("tinyla", "sum"))
+            rows.append({"n_el": n_el, "workload": workload, **best})
+            print(f"| {n_el} | {'+'.join(map(str, spins(n_el)))} | {n_walkers} | {workload} | " +
+                  " | ".join(f"{best[c] * 1e3:.1f}" for c in ("jnp", "tinyla", "sum", "standin")) +
+                  f" | **{best['jnp'] / best['tinyla']:.2f}x** | {best['jnp'] / best['sum']:.2f}x | "
+                  f"{best['standin'] / best['tinyla']:.2f} | {1 - best['standin'] / best['jnp']:.0%} | {diff:.1e} |")
+    if args.png:
+        plot(rows, args.png)
+        print(f"\nplot: {args.png}")
+    return 0
+
+
+def plot(rows, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted({r["workload"] for r in rows})
+    sizes = sorted({r["n_el"] for r in rows})
+    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 4), sharey=True)
+    for ax, name in zip(np.atleast_1d(axes), names):
+        bars = (("tinyla", "tinyla.jax.slogdet"), ("sum", "tinyla.jax.slogdet_sum"), ("standin", "zero-cost stand-in"))
+        for k, (who, label) in enumerate(bars):
+            ys = [next(r["jnp"] / r[who] for r in rows if r["n_el"] == n and r["workload"] == name) for n in sizes]
+            ax.bar(np.arange(len(sizes)) + (k - 1) * 0.27, ys, 0.27, label=label)
+        ax.axhline(1, color="black", linewidth=0.8)
+        ax.set_xticks(np.arange(len(sizes)), [str(n) for n in sizes])
+        ax.set_xlabel("electrons")
+        ax.set_title(name)
+    np.atleast_1d(axes)[0].set_ylabel("speed-up over jnp.linalg per step")
+    np.atleast_1d(axes)[0].legend(fontsize=8)
+    fig.suptitle("FermiNet-like ansatz step, float64, one CPU thread")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
