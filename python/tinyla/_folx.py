@@ -111,9 +111,11 @@ def _log_det(a: FwdLaplArray, inverse_t):
         index = np.broadcast_to(coords.reshape(-1, *(1,) * (grad.ndim - 1)), grad.shape)
         return FwdJacobian(grad, index), laplacian
     dense = a.jacobian.dense_array  # (K, ..., n, n)
+    n = shape[-1]
+    if n == 0:  # det of a 0 x 0 matrix: 1 whatever x is
+        return FwdJacobian.from_dense(jnp.zeros(dense.shape[:-2], dense.dtype)), laplacian
     inverse = jnp.swapaxes(inverse_t, -1, -2)
     products = _tlj._matmul(inverse, dense)  # M_c = A^-1 dA/dx_c, element-wise and fused (no dot)
-    n = shape[-1]
     grad = _add_all(products[..., i, i] for i in range(n))  # tr M_c
     if n <= _UNROLLED_PAIRS_MAX_N:  # tr(M_c M_c)
         squares = _add_all(products[..., i, j] * products[..., j, i] for i in range(n) for j in range(n))
@@ -192,7 +194,8 @@ def _slogdet_sum_rule(weighted: bool):
         grad_terms = _add_all(_padded(jac, width) for jac in jacobians)  # (C, ..., K)
         laplacian_terms = _add_all(lap for _, lap in blocks)
         grad = _sum_terms(p * grad_terms)
-        laplacian = _sum_terms(p * (laplacian_terms + _sum_tangents(grad_terms * grad_terms))) - _sum_tangents(grad * grad)
+        laplacian = (_sum_terms(p * (laplacian_terms + _sum_tangents(grad_terms * grad_terms)))
+                     - _sum_tangents(grad * grad))
         if not jnp.iscomplexobj(grad):
             return sign, FwdLaplArray(logabsdet, FwdJacobian.from_dense(grad), laplacian)
         return _split_log(sign, logabsdet, grad, laplacian)
