@@ -148,6 +148,13 @@ def standin_slogdet(a):
     return jnp.sign(jnp.prod(d, -1)), jnp.sum(jnp.log(jnp.abs(d)), -1)
 
 
+def temp_mib(fn, *args) -> float:
+    """Scratch memory of a jitted function beyond its arguments and results, from XLA's buffer
+    assignment: tinyla's kernels (n <= 32) keep their matrix group on the stack and getrf (jnp)
+    takes no workspace, so this is the difference in peak memory."""
+    return fn.lower(*args).compile().memory_analysis().temp_size_in_bytes / 2**20
+
+
 def folx_table(quick: bool, repeats: int) -> None:
     """The kinetic-energy part of a local energy: folx's forward Laplacian of log|psi| over
     walkers, with jnp.linalg.slogdet (folx's own rule), tinyla.jax.slogdet (tinyla's rule) and the
@@ -161,8 +168,8 @@ def folx_table(quick: bool, repeats: int) -> None:
     print(f"\nfolx {folx.__version__ if hasattr(folx, '__version__') else ''} forward Laplacian of a Slater "
           f"ansatz (MLP orbitals x envelope), {walkers} walkers, float64; time per call, best of {repeats}")
     print("| n_el | jnp ms | tinyla ms | stand-in ms | jnp / tinyla | det share of jnp | Amdahl bound | "
-          "reached | max rel. diff |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "reached | XLA temp MiB jnp / tinyla | max rel. diff |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in (4, 8, 16, 32):
         x = jnp.asarray(np.random.default_rng(n).standard_normal((walkers, 3 * n)))
         fns = {name: jax.jit(jax.vmap(lambda x, f=slater_log_psi(n, sl): folx.forward_laplacian(f)(x).laplacian))
@@ -176,6 +183,7 @@ def folx_table(quick: bool, repeats: int) -> None:
         reached = (speedup - 1) / (bound - 1) if bound > 1 else float("nan")
         print(f"| {n} | {best['jnp'] * 1e3:.2f} | {best['tinyla'] * 1e3:.2f} | {best['standin'] * 1e3:.2f} | "
               f"**{speedup:.2f}x** | {share:.0%} | {bound:.2f}x | {reached:.0%} | "
+              f"{temp_mib(fns['jnp'], x):.1f} / {temp_mib(fns['tinyla'], x):.1f} | "
               f"{max_rel_diff(outs['tinyla'], outs['jnp']):.1e} |")
 
 

@@ -52,7 +52,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.extend.mlir.dialects import sdy
 from jax.interpreters import batching, mlir
-from jax.sharding import PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
 from tinyla import _closed_form, _native
 
@@ -155,8 +155,9 @@ def _abstract_eval(*avals, op):
 
     def result(shape, dtype):  # update() keeps what else the aval carries (shard_map's varying axes)
         spec = PartitionSpec(*batch_spec, *(None,) * (len(shape) - batch_rank))
-        return avals[0].update(shape=shape, dtype=dtype, weak_type=False,
-                               sharding=avals[0].sharding.update(spec=spec))
+        sharding = avals[0].sharding
+        return avals[0].update(shape=shape, dtype=dtype, weak_type=False, sharding=NamedSharding(
+            sharding.mesh, spec, memory_kind=sharding.memory_kind))
 
     return [result(shape, dtype) for shape, dtype in _result_types(op, avals)]
 
@@ -182,7 +183,8 @@ def _lowering(ctx, *args, op):
     batch_rank = len(ctx.avals_in[0].shape) - 2
     extra = None
     if batch_rank > 0:
-        extra = {"mhlo.frontend_attributes": mlir.ir_attribute({"num_batch_dims": str(batch_rank)})}
+        extra = {"mhlo.frontend_attributes": mlir.ir.DictAttr.get(
+            {"num_batch_dims": mlir.ir.StringAttr.get(str(batch_rank))})}
         if jax.config.jax_use_shardy_partitioner:
             extra["sdy.sharding_rule"] = _sdy_sharding_rule(ctx.avals_in, ctx.avals_out, batch_rank)
     return jax.ffi.ffi_lowering(f"tinyla_{op}", extra_attributes=extra)(ctx, *args)
@@ -216,6 +218,13 @@ def _make_primitive(op: str) -> Primitive:
     prim.def_impl(lambda *args: jax.jit(prim.bind)(*args))  # eager use: compile the one call
     prim.def_abstract_eval(functools.partial(_abstract_eval, op=op))
     batching.primitive_batchers[prim] = functools.partial(_batching_rule, prim=prim)
+    if not hasattr(jax, "shard_map"):
+        # jax < 0.6: jax.experimental.shard_map checks replication by a rule per primitive
+        # (newer jax carries it in the avals, which _abstract_eval keeps). Each result is
+        # computed from the operands' same batch entries: the standard rule.
+        from jax.experimental import shard_map as legacy_shard_map
+        legacy_shard_map.register_standard_check(prim)
+        legacy_shard_map.register_standard_rewrite(prim)
     for platform in ("cpu", "cuda", "rocm"):
         rule = (functools.partial(_lowering, op=op) if platform == "cpu" or platform in _gpu_handlers
                 else functools.partial(_missing_gpu_lowering, op=op, platform=platform))

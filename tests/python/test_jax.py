@@ -8,6 +8,11 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
 
+try:
+    from jax import shard_map
+except ImportError:  # jax < 0.6
+    from jax.experimental.shard_map import shard_map
+
 import tinyla.jax as tlj
 from helpers import DTYPES, assert_close, eps, random_matrices
 
@@ -217,9 +222,9 @@ def test_batch_sharded_input_runs_per_shard(axis_type, name):
 def test_shard_map():
     mesh = _mesh(AxisType.Auto)
     a = random_matrices((8, 2, 4, 4), np.float64)
-    f = jax.jit(jax.shard_map(lambda x: tlj.slogdet(x)[1], mesh=mesh, in_specs=P("b"), out_specs=P("b")))
+    f = jax.jit(shard_map(lambda x: tlj.slogdet(x)[1], mesh=mesh, in_specs=P("b"), out_specs=P("b")))
     np.testing.assert_array_equal(f(a), tlj.slogdet(a)[1])
-    g = jax.jit(jax.shard_map(lambda x, y: tlj.solve(x, y), mesh=mesh, in_specs=(P("b"), P()), out_specs=P("b")))
+    g = jax.jit(shard_map(lambda x, y: tlj.solve(x, y), mesh=mesh, in_specs=(P("b"), P()), out_specs=P("b")))
     y = random_matrices((2, 4, 1), np.float64, seed=1)  # the same right-hand sides on every device
     np.testing.assert_allclose(g(a, y), tlj.solve(a, y), rtol=1e-13)
 
