@@ -1,6 +1,7 @@
 // C API: validates arguments (nothing is written on TINYLA_INVALID_ARGUMENT),
 // then hands the job to the CPU dispatcher.
 #include <cstdint>
+#include <new>
 
 #include "capi_ops.hpp"
 #include "cpu/dispatch.hpp"
@@ -15,7 +16,11 @@ using tinyla::op;
 
 tinyla_status submit(dtype t, const job& jb) {
   if (tinyla_status s = tinyla::validate(t, jb); s != TINYLA_OK) return s;
-  return tinyla::cpu::execute(t, jb) ? TINYLA_OK : TINYLA_OUT_OF_MEMORY;
+  try {
+    return tinyla::cpu::execute(t, jb) ? TINYLA_OK : TINYLA_OUT_OF_MEMORY;
+  } catch (const std::bad_alloc&) {  // nothing may escape through C
+    return TINYLA_OUT_OF_MEMORY;
+  }
 }
 
 }  // namespace

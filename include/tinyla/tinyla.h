@@ -56,7 +56,10 @@ TINYLA_API const char* tinyla_status_string(tinyla_status s);
 
 /* Threads used by later calls; 0 = hardware concurrency (the default, or the
  * value of the environment variable TINYLA_NUM_THREADS when set). Results are
- * bit-identical for every thread count. Negative values are ignored. */
+ * bit-identical for every thread count. Negative values are ignored, values
+ * above 4096 mean 4096. When the system refuses threads, tinyla runs with those
+ * it got (down to the calling thread alone; tinyla_get_num_threads says how many).
+ * A fork()ed child starts its own threads at its first call. */
 TINYLA_API void tinyla_set_num_threads(int n);
 TINYLA_API int tinyla_get_num_threads(void);
 

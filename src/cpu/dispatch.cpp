@@ -9,6 +9,8 @@
 #include <mutex>
 #include <new>
 
+#include <pthread.h>
+
 #include "cpu/thread_pool.hpp"
 
 namespace tinyla::cpu {
@@ -64,11 +66,13 @@ const backend_table* initial_backend() {
 
 std::atomic<const backend_table*> active_backend{nullptr};
 
+constexpr int max_threads = 4096;  // TINYLA_NUM_THREADS and set_num_threads are capped here
+
 int threads_from_env() {
   if (const char* env = std::getenv("TINYLA_NUM_THREADS"); env && *env) {
     char* end = nullptr;
     long v = std::strtol(env, &end, 10);
-    if (*end == '\0' && v >= 0 && v <= 4096) return int(v);
+    if (*end == '\0' && v >= 0 && v <= max_threads) return int(v);
     std::fprintf(stderr, "tinyla: ignoring TINYLA_NUM_THREADS=%s (expected a non-negative integer)\n", env);
   }
   return 0;
@@ -82,9 +86,37 @@ int resolve_threads(int n) {
 std::mutex pool_mutex;  // guards replacing the pool
 std::shared_ptr<thread_pool> pool;
 
+// fork(): the child has only the forking thread, so the pool's workers are gone and
+// joining them (set_num_threads, or the pool's destructor at exit) would wait forever.
+// The child leaks the parent's pool and makes its own at its first call. pool_mutex is
+// held across fork so that the child never inherits it locked by another thread.
+void register_fork_handlers() {
+  static const bool registered = [] {
+    pthread_atfork([] { pool_mutex.lock(); }, [] { pool_mutex.unlock(); },
+                   [] {
+                     new std::shared_ptr<thread_pool>(std::move(pool));  // never destroyed
+                     pool_mutex.unlock();
+                   });
+    return true;
+  }();
+  (void)registered;
+}
+
+// Where no pool can be allocated: the calling thread alone (a pool without workers
+// allocates nothing, and the aliasing shared_ptr no control block).
+std::shared_ptr<thread_pool> calling_thread_only() {
+  static thread_pool no_workers(1);
+  return {std::shared_ptr<thread_pool>(), &no_workers};
+}
+
 std::shared_ptr<thread_pool> get_pool() {
+  register_fork_handlers();
   std::lock_guard lk(pool_mutex);
-  if (!pool) pool = std::make_shared<thread_pool>(resolve_threads(threads_from_env()));
+  try {
+    if (!pool) pool = std::make_shared<thread_pool>(resolve_threads(threads_from_env()));
+  } catch (const std::bad_alloc&) {
+    return calling_thread_only();
+  }
   return pool;
 }
 
@@ -109,7 +141,13 @@ bool select_backend(const char* name) {
 
 void set_num_threads(int n) {
   if (n < 0) return;
-  auto fresh = std::make_shared<thread_pool>(resolve_threads(n));
+  register_fork_handlers();
+  std::shared_ptr<thread_pool> fresh;
+  try {
+    fresh = std::make_shared<thread_pool>(resolve_threads(std::min(n, max_threads)));
+  } catch (const std::bad_alloc&) {
+    return;  // keeps the pool it has
+  }
   std::lock_guard lk(pool_mutex);
   pool = std::move(fresh);  // a run in flight keeps the old pool alive
 }

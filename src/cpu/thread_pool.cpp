@@ -1,9 +1,17 @@
 #include "cpu/thread_pool.hpp"
 
+#include <exception>
+
 namespace tinyla::cpu {
 
 thread_pool::thread_pool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  try {
+    workers_.reserve(threads - 1);
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::exception&) {
+    // No more threads to be had (std::system_error: limits, address space; or no memory
+    // for one): run with the workers we got, down to none (the calling thread alone).
+  }
 }
 
 thread_pool::~thread_pool() {

@@ -1,7 +1,8 @@
 // A small persistent thread pool: run(tasks, fn) calls fn(i) for every i in
 // [0, tasks) on the workers and the calling thread and returns when all are
 // done. One run at a time; a run requested while another is in progress (a
-// second user thread, or a nested call) executes inline on its caller.
+// second user thread, or a nested call) executes inline on its caller. When
+// the system refuses a thread, the pool runs with the workers it got.
 #pragma once
 
 #include <atomic>

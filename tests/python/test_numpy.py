@@ -1,4 +1,9 @@
 """tinyla.numpy against numpy.linalg (LAPACK): values, dtypes, shapes, errors, layouts."""
+import os
+import signal
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -178,3 +183,37 @@ def test_thread_count_does_not_change_bits():
     with pytest.raises(ValueError):
         tinyla.set_num_threads(-1)
     assert tinyla.cpu_backend() in ("avx512", "avx2", "vec128", "scalar")
+
+
+def test_forked_child_computes_and_exits():
+    """os.fork after tinyla's threads started (multiprocessing's fork start method, Dask,
+    pytest-xdist do this): the child and a grandchild compute the parent's bits and exit."""
+    script = """
+import os, sys
+import numpy as np
+import tinyla, tinyla.numpy as tla
+a = np.random.default_rng(0).standard_normal((1 << 15, 6, 6))
+tinyla.set_num_threads(4)
+expected = tla.slogdet(a)
+
+for level in range(3):  # the parent, a child, a grandchild
+    if not all(np.array_equal(x, y) for x, y in zip(tla.slogdet(a), expected)):
+        sys.exit(3)
+    if level == 2:
+        sys.exit(0)
+    pid = os.fork()
+    if pid == 0:
+        tinyla.set_num_threads(3)  # replaces the pool the child inherited
+        continue
+    _, status = os.waitpid(pid, 0)
+    sys.exit(os.waitstatus_to_exitcode(status))
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # a process group: a hung grandchild goes too
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail("a forked process hung (joining threads it does not have)")
+    assert proc.returncode == 0, stderr
