@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include <pthread.h>
 
@@ -88,13 +89,16 @@ std::shared_ptr<thread_pool> pool;
 
 // fork(): the child has only the forking thread, so the pool's workers are gone and
 // joining them (set_num_threads, or the pool's destructor at exit) would wait forever.
-// The child leaks the parent's pool and makes its own at its first call. pool_mutex is
-// held across fork so that the child never inherits it locked by another thread.
+// The child sets the parent's pool aside, never destroyed (but reachable: not a leak to
+// LeakSanitizer), and makes its own at its first call. pool_mutex is held across fork so
+// that the child never inherits it locked by another thread.
+std::vector<std::shared_ptr<thread_pool>>* const pools_of_parents = new std::vector<std::shared_ptr<thread_pool>>;
+
 void register_fork_handlers() {
   static const bool registered = [] {
     pthread_atfork([] { pool_mutex.lock(); }, [] { pool_mutex.unlock(); },
                    [] {
-                     new std::shared_ptr<thread_pool>(std::move(pool));  // never destroyed
+                     if (pool) pools_of_parents->push_back(std::move(pool));
                      pool_mutex.unlock();
                    });
     return true;
