@@ -65,18 +65,25 @@ struct batch {
 };
 
 // In a child: computes, changes the thread count, computes, forks a grandchild that does
-// the same, and leaves through exit() (static destructors included: the pool's ran there).
-[[noreturn]] void child_computes_and_exits(const batch& b) {
+// the same, and leaves: through std::exit, which runs the static destructors (the pool's
+// hung there), or std::_Exit (for children of a process whose other threads vanished with
+// their memory in use, which LeakSanitizer's check at exit would report).
+[[noreturn]] void leave(bool run_exit_handlers) {
+  if (run_exit_handlers) std::exit(0);
+  std::_Exit(0);
+}
+
+[[noreturn]] void child_computes_and_exits(const batch& b, bool run_exit_handlers) {
   if (!b.recomputes_equal()) std::_Exit(10);
   tinyla_set_num_threads(3);
   if (!b.recomputes_equal()) std::_Exit(11);
   const pid_t grandchild = fork();
   if (grandchild == 0) {
     if (!b.recomputes_equal()) std::_Exit(12);
-    std::exit(0);
+    leave(run_exit_handlers);
   }
   if (wait_for(grandchild, 60) != 0) std::_Exit(13);
-  std::exit(0);
+  leave(run_exit_handlers);
 }
 
 TEST(Process, ForkedChildAndGrandchildComputeAndExit) {
@@ -84,7 +91,7 @@ TEST(Process, ForkedChildAndGrandchildComputeAndExit) {
   const batch b;
   const pid_t child = fork_group();
   ASSERT_GE(child, 0);
-  if (child == 0) child_computes_and_exits(b);
+  if (child == 0) child_computes_and_exits(b, true);
   EXPECT_EQ(wait_for(child, 60), 0) << "-1: the child hung (in exit() or a call)";
   EXPECT_TRUE(b.recomputes_equal()) << "the parent's pool still works";
   tinyla_set_num_threads(0);
@@ -101,7 +108,7 @@ TEST(Process, ForkWhileAnotherThreadComputes) {
   for (int i = 0; i < 5; ++i) {
     const pid_t child = fork_group();
     ASSERT_GE(child, 0);
-    if (child == 0) child_computes_and_exits(b);
+    if (child == 0) child_computes_and_exits(b, false);
     EXPECT_EQ(wait_for(child, 60), 0) << "fork " << i << " (-1: the child hung)";
   }
   stop = true;
