@@ -74,17 +74,32 @@ class UnsupportedDtypeError(TypeError, NotImplementedError):
     """A dtype tinyla has no kernels for (jnp.linalg raises NotImplementedError there)."""
 
 
-def _inexact(op: str, *arrays) -> list[jax.Array]:
+_HALF = (np.dtype(jnp.float16), np.dtype(jnp.bfloat16))
+
+
+def _is_arraylike(x) -> bool:
+    return isinstance(x, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)) or hasattr(x, "__jax_array__")
+
+
+def _inexact(op: str, *arrays):
     """jnp's promote_dtypes_inexact: common dtype; bool and integers up to 32 bits
-    -> float32, 64-bit integers -> float64 (float32 without x64)."""
+    -> float32, 64-bit integers -> float64 (float32 without x64). float16 and bfloat16
+    compute in float32. Returns the arrays in the computation dtype and a function that
+    casts a result (a pytree) to the promoted dtype. Lists raise TypeError, as in jnp."""
+    for i, x in enumerate(arrays):
+        if not _is_arraylike(x):
+            raise TypeError(f"tinyla.jax.{op} requires ndarray or scalar arguments, got {type(x)} at position {i}.")
     arrays = [jnp.asarray(x) for x in arrays]
     dt = np.dtype(jnp.result_type(*arrays))
     if dt.kind in "biu":
         dt = jax.dtypes.canonicalize_dtype(np.float64 if dt.itemsize == 8 else np.float32)
+    if dt in _HALF:  # no half-precision kernels: float32 arithmetic, one rounding at the end
+        return [x.astype(np.float32) for x in arrays], lambda r: jax.tree.map(lambda y: y.astype(dt), r)
     if dt not in _native.SUPPORTED:
         raise UnsupportedDtypeError(f"tinyla.jax.{op}: unsupported dtype {dt.name} "
-                                    f"(supported: float32, float64, complex64, complex128)")
-    return [x.astype(dt) for x in arrays]
+                                    f"(supported: float16, bfloat16 via float32, float32, float64, "
+                                    f"complex64, complex128)")
+    return [x.astype(dt) for x in arrays], lambda r: r
 
 
 def _check_square(op: str, a: jax.Array) -> None:
@@ -382,29 +397,29 @@ def slogdet(a, *, method: str | None = None) -> SlogdetResult:
     method: None or "lu" (tinyla always factorizes with partial pivoting)."""
     if method not in (None, "lu"):
         raise ValueError(f"tinyla.jax.slogdet: method must be None or 'lu', got {method!r}")
-    (a,) = _inexact("slogdet", a)
+    (a,), result = _inexact("slogdet", a)
     _check_square("slogdet", a)
-    return SlogdetResult(*_slogdet_named(a))
+    return result(SlogdetResult(*_slogdet_named(a)))
 
 
 def det(a) -> jax.Array:
     """Determinant of each matrix of a (..., n, n); as jnp.linalg.det."""
-    (a,) = _inexact("det", a)
+    (a,), result = _inexact("det", a)
     _check_square("det", a)
-    return _det_named(a)
+    return result(_det_named(a))
 
 
 def inv(a) -> jax.Array:
     """Inverse of each matrix of a (..., n, n); as jnp.linalg.inv (singular: NaN-filled)."""
-    (a,) = _inexact("inv", a)
+    (a,), result = _inexact("inv", a)
     _check_square("inv", a)
-    return _inv_named(a)
+    return result(_inv_named(a))
 
 
 def solve(a, b) -> jax.Array:
     """x with a @ x = b; as jnp.linalg.solve: b is a vector (n,) when b.ndim == 1, else a
     stack (..., n, k) whose batch dimensions broadcast with a's."""
-    a, b = _inexact("solve", a, b)
+    (a, b), result = _inexact("solve", a, b)
     _check_square("solve", a)
     n = a.shape[-1]
     vector = b.ndim == 1
@@ -421,15 +436,15 @@ def solve(a, b) -> jax.Array:
     # the casts); XLA folds the slices of the concatenation back into the operands.
     ab = jnp.concatenate([jnp.broadcast_to(a, batch + (n, n)), jnp.broadcast_to(bm, batch + bm.shape[-2:])], -1)
     x = _solve_named(ab[..., :n], ab[..., n:])
-    return x[..., 0] if vector else x
+    return result(x[..., 0] if vector else x)
 
 
 def slogdet_inv(a) -> SlogdetInvResult:
     """slogdet(a) and inv(a) from one factorization (what a forward Laplacian needs).
     Singular matrices: sign 0, logabsdet -inf, NaN-filled inverse."""
-    (a,) = _inexact("slogdet_inv", a)
+    (a,), result = _inexact("slogdet_inv", a)
     _check_square("slogdet_inv", a)
-    return SlogdetInvResult(*_slogdet_inv_named(a))
+    return result(SlogdetInvResult(*_slogdet_inv_named(a)))
 
 
 # ---- sums of products of determinants (multi-determinant wavefunctions) ----------------------
@@ -495,7 +510,7 @@ def slogdet_sum(xs, weights=None) -> SlogdetResult:
     xs = list(xs)
     if not xs:
         raise ValueError("tinyla.jax.slogdet_sum: xs must hold at least one array")
-    arrays = _inexact("slogdet_sum", *xs, *([] if weights is None else [weights]))
+    arrays, result = _inexact("slogdet_sum", *xs, *([] if weights is None else [weights]))
     xs, weights = arrays[:len(xs)], (None if weights is None else arrays[-1])
     lead = None
     for x in xs:
@@ -513,8 +528,8 @@ def slogdet_sum(xs, weights=None) -> SlogdetResult:
         except ValueError:
             raise ValueError(f"tinyla.jax.slogdet_sum: weights must have shape {lead}, got {weights.shape}") from None
     if weights is None:
-        return SlogdetResult(*_slogdet_sum_named(*xs))
-    return SlogdetResult(*_slogdet_sum_weighted_named(*xs, weights))
+        return result(SlogdetResult(*_slogdet_sum_named(*xs)))
+    return result(SlogdetResult(*_slogdet_sum_weighted_named(*xs, weights)))
 
 
 # ---- routing jnp.linalg to tinyla ------------------------------------------------------------

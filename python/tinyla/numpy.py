@@ -7,8 +7,11 @@ Same names, shapes, dtypes and errors as ``numpy.linalg``:
 - stacked ``(..., n, n)`` input; fewer than 2 dimensions or non-square last two
   -> ``LinAlgError`` (numpy's messages);
 - dtypes: float32 / complex64 stay single precision, float64 / complex128
-  double; bool and integers compute in float64; float16 and longdouble raise
-  ``TypeError`` ("unsupported in linalg"), as numpy does;
+  double; bool and integers compute in float64; float16, longdouble and
+  non-numeric dtypes (object, str, bytes, datetime64, timedelta64, structured)
+  raise ``TypeError``, as numpy does;
+- ``inv`` and ``solve`` return the input's array subclass (``np.matrix``,
+  ``MaskedArray``: its ``__array_wrap__``; for ``solve``, b's), as numpy does;
 - ``inv`` and ``solve`` raise ``LinAlgError("Singular matrix")`` if any matrix in
   the stack has an exactly zero pivot; ``det`` / ``slogdet`` return 0 /
   (0, -inf) there;
@@ -55,8 +58,11 @@ def _common_type(*arrays: np.ndarray) -> np.dtype:
                 double = True
             elif t not in (np.float32, np.complex64):
                 raise TypeError(f"array type {a.dtype.name} is unsupported in linalg")
-        else:
+        elif a.dtype.kind in "biu":
             double = True
+        else:  # numpy.linalg raises a TypeError (UFuncTypeError) for these too
+            raise TypeError(f"array type {a.dtype} is unsupported in linalg: only bool, integer, "
+                            "float32/64 and complex64/128 arrays")
     if complex_:
         return np.dtype(np.complex128 if double else np.complex64)
     return np.dtype(np.float64 if double else np.float32)
@@ -64,6 +70,11 @@ def _common_type(*arrays: np.ndarray) -> np.dtype:
 
 def _real(t: np.dtype) -> np.dtype:
     return np.finfo(t).dtype  # float32 for complex64, float64 for complex128
+
+
+def _wrapper(a):
+    """numpy.linalg's _makearray: how a result is returned as a's array subclass."""
+    return getattr(a, "__array_wrap__", np.asarray(a).__array_wrap__)
 
 
 def _square_stack(a) -> np.ndarray:
@@ -114,17 +125,21 @@ def det(a) -> np.ndarray:
 
 def inv(a) -> np.ndarray:
     """Inverse of each matrix of a (..., n, n); LinAlgError if any is singular."""
+    wrap = _wrapper(a)
     a, t = _prepared(a)
     batch = _batch(a.shape[:-2])
-    x, info = np.empty(a.shape, t), np.zeros(batch, np.int32)
-    _native.call("inv", t, batch, a.shape[-1], a, x, info)
-    _check_singular(info)
-    return x
+    x = np.empty(a.shape, t)
+    if x.size:  # n = 0: nothing is singular (and a huge empty batch needs no info array)
+        info = np.zeros(batch, np.int32)
+        _native.call("inv", t, batch, a.shape[-1], a, x, info)
+        _check_singular(info)
+    return wrap(x)
 
 
 def solve(a, b) -> np.ndarray:
     """x with a @ x = b. a: (..., n, n); b: (n,) or (..., n, k), batch dimensions
     broadcast (numpy 2 rules). LinAlgError if any matrix is singular."""
+    wrap = _wrapper(b)
     a = _square_stack(a)
     b = np.asarray(b)
     t = _common_type(a, b)
@@ -143,10 +158,12 @@ def solve(a, b) -> np.ndarray:
     a = _native_layout(np.broadcast_to(a, batch_shape + (n, n)), t)
     bm = _native_layout(np.broadcast_to(bm, batch_shape + (n, k)), t)
     batch = _batch(batch_shape)
-    x, info = np.empty(batch_shape + (n, k), t), np.zeros(batch, np.int32)
-    _native.call("solve", t, batch, n, k, a, bm, x, info)
-    _check_singular(info)
-    return x[..., 0] if vector else x
+    x = np.empty(batch_shape + (n, k), t)
+    if n:  # n = 0: nothing is singular; k = 0 still factors a (numpy raises for singular a)
+        info = np.zeros(batch, np.int32)
+        _native.call("solve", t, batch, n, k, a, bm, x, info)
+        _check_singular(info)
+    return wrap(x[..., 0] if vector else x)
 
 
 def slogdet_inv(a) -> SlogdetInvResult:

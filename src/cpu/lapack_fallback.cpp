@@ -2,6 +2,11 @@
 // transposed into column-major scratch first, so LAPACK pivots the rows of A
 // itself and pivots, info and results follow the same conventions as the fast
 // path. The determinant is accumulated with the fast path's own det_accum.
+//
+// Where LAPACK turns an input without NaN into NaN (OpenBLAS up to at least
+// 0.3.21 scales by 1/pivot even when the pivot is subnormal: 0 * inf), the
+// matrix is recomputed by the fast path's elimination (scalar lanes, run-time
+// n), which divides by such pivots as reference getf2 does.
 #include <algorithm>
 #include <complex>
 #include <cstring>
@@ -58,7 +63,11 @@ template <class T> void fill_nan(T* x, std::int64_t count) {
   for (std::int64_t i = 0; i < count; ++i) std::memcpy(static_cast<void*>(x + i), &nan, sizeof(T));
 }
 
-template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_t end) {
+template <class T> bool any_nan(const std::vector<T>& v) {
+  return std::any_of(v.begin(), v.end(), [](T x) { return is_nan(x); });
+}
+
+template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_t end, range_fn own_elimination) {
   using E = typename kernel_element<T>::type;
   const int n = int(jb.n), nrhs = int(jb.nrhs);
   const std::int64_t nn = std::int64_t(n) * n, nb = std::int64_t(n) * nrhs;
@@ -73,6 +82,10 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
     transpose(a, lu.data(), n, n);
     int info = 0;
     lapack<T>::getrf(&n, &n, lu.data(), &n, ipiv.data(), &info);
+    if (!has_nan && any_nan(lu)) {
+      own_elimination(jb, b, b + 1);
+      continue;
+    }
 
     kern::det_accum<E> acc;
     for (int i = 0; i < n; ++i) {
@@ -83,7 +96,7 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
       if ((i & 15) == 15) acc.normalize();
     }
     acc.normalize();
-    if (has_nan) acc.mant = std::numeric_limits<kern::lane_of<E>>::quiet_NaN();
+    if (has_nan && info == 0) acc.mant = std::numeric_limits<kern::lane_of<E>>::quiet_NaN();
 
     if (jb.kind == op::inv || jb.kind == op::slogdet_inv) {
       T* x = static_cast<T*>(jb.x) + b * nn;
@@ -91,6 +104,10 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
         const int lwork = int(work.size());
         int info2 = 0;
         lapack<T>::getri(&n, lu.data(), &n, ipiv.data(), work.data(), &lwork, &info2);
+        if (!has_nan && any_nan(lu)) {  // checked before x is written: x may alias a
+          own_elimination(jb, b, b + 1);
+          continue;
+        }
         if (jb.transpose_x) std::copy(lu.begin(), lu.end(), x);  // column-major A^-1 = row-major A^-T
         else transpose(lu.data(), x, n, n);
       } else {
@@ -102,7 +119,12 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
         transpose(static_cast<const T*>(jb.b) + b * nb, rhs.data(), n, nrhs);
         const char trans = 'N';
         int info2 = 0;
+        const bool rhs_has_nan = any_nan(rhs);
         lapack<T>::getrs(&trans, &n, &nrhs, lu.data(), &n, ipiv.data(), rhs.data(), &n, &info2, 1);
+        if (!has_nan && !rhs_has_nan && any_nan(rhs)) {
+          own_elimination(jb, b, b + 1);
+          continue;
+        }
         transpose(rhs.data(), x, nrhs, n);
       } else {
         fill_nan(x, nb);
@@ -122,11 +144,12 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
 }  // namespace
 
 void run_lapack(dtype t, const job& jb, std::int64_t begin, std::int64_t end) {
+  const auto& own = table_scalar.run;
   switch (t) {
-    case dtype::f32: return run_typed<float>(jb, begin, end);
-    case dtype::f64: return run_typed<double>(jb, begin, end);
-    case dtype::c64: return run_typed<std::complex<float>>(jb, begin, end);
-    case dtype::c128: return run_typed<std::complex<double>>(jb, begin, end);
+    case dtype::f32: return run_typed<float>(jb, begin, end, own[0]);
+    case dtype::f64: return run_typed<double>(jb, begin, end, own[1]);
+    case dtype::c64: return run_typed<std::complex<float>>(jb, begin, end, own[2]);
+    case dtype::c128: return run_typed<std::complex<double>>(jb, begin, end, own[3]);
   }
 }
 

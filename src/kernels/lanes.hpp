@@ -194,9 +194,21 @@ template <class L> TINYLA_HD cplx<L> reciprocal_or_zero(cplx<L> y) {
   return select(z, zero, divide(one, select(z, one, y)));
 }
 
+// Scales y by 2^(digits+1), exactly, where its larger component is
+// subnormal: then that component is normal, and 1/max|y| and |y| keep full
+// precision. Returns the exponent used (0 or digits+1) for the caller to undo.
+template <class L> TINYLA_HD L lift_subnormal(cplx<L>& y) {
+  using T = real_of<L>;
+  constexpr int shift = std::numeric_limits<T>::digits + 1;
+  const auto sub = max_component(y) < L(std::numeric_limits<T>::min());
+  y = select(sub, y * L(T(1ull << (shift - 1)) * T(2)), y);
+  return select(sub, L(T(shift)), L(0));
+}
+
 // y / |y| for y != 0, also for infinite y (the direction of its infinite
-// components, as C99's carg).
+// components, as C99's carg) and subnormal y.
 template <class L> TINYLA_HD cplx<L> unit_phase(cplx<L> y) {
+  lift_subnormal(y);
   const L m = max_component(y);
   const auto inf = is_infinite(y);
   auto dir = [&](L c) { return select(is_infinite(c), select(c < L(0), L(-1), L(1)), L(0)); };

@@ -34,7 +34,8 @@ template <int N, int M> struct shape {
 };
 
 // |det| = mant * 2^expo, det = sign * |det|. sign is +-1 (real) or a unit
-// complex phase; mant == 0 means singular, nan means nan input. Readers
+// complex phase; mant == 0 means singular (a zero pivot, whatever comes
+// after it), nan means a NaN pivot before any zero pivot. Readers
 // (logabsdet, determinant) need it normalized: 0.5 <= mant <= 1, which a
 // fresh accumulator, one multiply() on it, and normalize() all leave.
 template <class E> struct det_accum {
@@ -45,8 +46,9 @@ template <class E> struct det_accum {
 
   TINYLA_HD void flip(mask_of<L> m) { sign = select(m, -sign, sign); }
   TINYLA_HD void multiply(E pivot) {
-    L mag;
+    L mag, lifted = L(0);
     if constexpr (element_traits<E>::is_complex) {
+      lifted = lift_subnormal(pivot);  // else |pivot| would round to a subnormal
       mag = modulus(pivot);
       sign = select(mag == L(0), sign, sign * unit_phase(pivot));
     } else {
@@ -54,8 +56,11 @@ template <class E> struct det_accum {
       sign = select(pivot < L(0), -sign, sign);
     }
     L e;
-    mant = mant * frexp2(mag, e);
-    expo = expo + e;
+    const L f = frexp2(mag, e);
+    // The first zero pivot decides, as LAPACK's info > 0 does for numpy:
+    // later pivots may be inf or NaN (0 * inf in the elimination).
+    mant = select(mant == L(0), mant, mant * f);
+    expo = expo + e - lifted;
   }
   TINYLA_HD void normalize() {
     L e;
@@ -189,33 +194,67 @@ template <class E> TINYLA_HD E scale_pow2(E x, lane_of<E> e) {
   else return ldexp2(x, e);
 }
 
-// Row i of a 2x2 matrix scaled by 2^-e[i] so that its largest component is in
-// [0.5, 1): exact, and a*d, b*c then neither overflow nor underflow.
-template <class E> struct scaled_2x2 {
+// x = m * 2^e with m's largest component in [0.5, 1) (exact), or m = x, e = 0
+// for 0, inf and nan.
+template <class E> struct split_exponent {
   using L = lane_of<E>;
-  E a, b, c, d;
-  L e0, e1;
-  TINYLA_HD explicit scaled_2x2(const E* m) {
-    auto row_exponent = [](E x, E y) {
-      L mx = max_component(x), my = max_component(y), e;
-      frexp2(select(mx < my, my, mx), e);
-      return e;
-    };
-    e0 = row_exponent(m[0], m[1]);
-    e1 = row_exponent(m[2], m[3]);
-    a = scale_pow2(m[0], -e0), b = scale_pow2(m[1], -e0);
-    c = scale_pow2(m[2], -e1), d = scale_pow2(m[3], -e1);
+  E m;
+  L e;
+  TINYLA_HD explicit split_exponent(E x) {
+    frexp2(max_component(x), e);
+    m = scale_pow2(x, -e);
   }
-  TINYLA_HD E det() const { return diff_of_products(a, d, b, c); }
+};
+
+// x*y - u*v = p * 2^s, from factors given as mantissa * 2^exponent: the
+// smaller product is brought to the larger's exponent (where that underflows
+// it is below the larger's rounding error) and the difference is Kahan's. A
+// zero product does not set the scale. With all exponents 0 this is
+// diff_of_products(x, y, u, v), bit for bit.
+template <class E> struct scaled_difference {
+  using L = lane_of<E>;
+  E p;
+  L s;
+  TINYLA_HD scaled_difference(E x, L ex, E y, L ey, E u, L eu, E v, L ev) {
+    const L none = L(-(1 << 19));  // far below any product's exponent; ldexp2 clamps at 2^20
+    const L s1 = select(is_zero(x) | is_zero(y), none, ex + ey);
+    const L s2 = select(is_zero(u) | is_zero(v), none, eu + ev);
+    s = select(s1 < s2, s2, s1);
+    p = diff_of_products(x, scale_pow2(y, s1 - s), u, scale_pow2(v, s2 - s));
+  }
+};
+
+// A 2x2 lane group with each entry split into mantissa * 2^exponent, so that
+// det = ad - bc = p * 2^s is formed without overflow or underflow even when a
+// row or a column spans more than the exponent range (1e-300 next to 1e300).
+// Lanes whose entries are all in the safe range keep exponent 0: there the
+// result is the unscaled closed form's, bit for bit, whatever the other lanes
+// hold.
+template <class E> struct split_2x2 {
+  using L = lane_of<E>;
+  E m[4];
+  L e[4];
+  E p;  // det = p * 2^s
+  L s;
+  TINYLA_HD explicit split_2x2(const E* a, mask_of<L> safe) {
+    TINYLA_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const split_exponent<E> q(a[i]);
+      m[i] = select(safe, a[i], q.m);
+      e[i] = select(safe, L(0), q.e);
+    }
+    const scaled_difference<E> d(m[0], e[0], m[3], e[3], m[1], e[1], m[2], e[2]);
+    p = d.p, s = d.s;
+  }
   // Into a fresh accumulator (mant stays normalized).
   TINYLA_HD void accumulate(det_accum<E>& acc) const {
-    acc.multiply(det());
-    acc.expo = acc.expo + e0 + e1;
+    acc.multiply(p);
+    acc.expo = acc.expo + s;
   }
   // LAPACK's info: 1 if the first column is zero, else 2 if det == 0.
   TINYLA_HD L info() const {
-    L i = select(is_zero(det()), L(2), L(0));
-    return select(is_zero(a) & is_zero(c), L(1), i);
+    L i = select(is_zero(p), L(2), L(0));
+    return select(is_zero(m[0]) & is_zero(m[2]), L(1), i);
   }
 };
 
@@ -251,7 +290,8 @@ template <class S, class E> TINYLA_HD det_accum<E> determinant(S s, E* a) {
     acc.multiply(a[0]);
   } else if (n == 2) {
     if constexpr (may_be_2x2<S>()) {
-      if (any_of(!safe_for_unscaled_2x2(a))) scaled_2x2<E>(a).accumulate(acc);
+      const auto safe = safe_for_unscaled_2x2(a);
+      if (any_of(!safe)) split_2x2<E>(a, safe).accumulate(acc);
       else acc.multiply(diff_of_products(a[0], a[3], a[1], a[2]));
     }
   } else if (n > 2) {
@@ -273,14 +313,17 @@ template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accu
     for (int j = 0; j < m; ++j) b[j] = pinv.apply(b[j]);
   } else if (n == 2) {
     if constexpr (may_be_2x2<S>()) {
-    const scaled_2x2<E> q(a);
+    // x = adj(A) b / det, each of the three differences of products split.
+    const split_2x2<E> q(a, safe_for_unscaled_2x2(a));
     q.accumulate(acc);
     info = q.info();
-    const pivot_inverse<E> pinv(q.det());
+    const pivot_inverse<E> pinv(q.p);
     for (int j = 0; j < m; ++j) {
-      E b0 = scale_pow2(b[j], -q.e0), b1 = scale_pow2(b[m + j], -q.e1);  // D^-1 b
-      b[j] = pinv.apply(diff_of_products(q.d, b0, q.b, b1));
-      b[m + j] = pinv.apply(diff_of_products(q.a, b1, q.c, b0));
+      const split_exponent<E> b0(b[j]), b1(b[m + j]);
+      const scaled_difference<E> x0(q.m[3], q.e[3], b0.m, b0.e, q.m[1], q.e[1], b1.m, b1.e);
+      const scaled_difference<E> x1(q.m[0], q.e[0], b1.m, b1.e, q.m[2], q.e[2], b0.m, b0.e);
+      b[j] = scale_pow2(pinv.apply(x0.p), x0.s - q.s);
+      b[m + j] = scale_pow2(pinv.apply(x1.p), x1.s - q.s);
     }
     }
   } else if (n > 2) {
@@ -295,31 +338,37 @@ template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accu
   return info;
 }
 
-// X = A^-1 of a 2x2 lane group: adj(A) / det. With A = D A' (rows scaled by
-// D = diag(2^e0, 2^e1)), A^-1 = adj(A') / det(A') D^-1; where every lane is in
-// the safe range the scalings are exact and cancel, so the unscaled form gives
-// the same bits and is used. Returns info as solve does (NaN-filled if singular).
+// X = A^-1 of a 2x2 lane group: adj(A) / det, entry j of the adjugate as
+// (m_j / p) * 2^(e_j - s) with split_2x2's exponents; where every lane is in
+// the safe range those are 0 and the unscaled form (same bits) is used.
+// Returns info as solve does (NaN-filled if singular).
 // transposed: writes (A^-1)^T (the off-diagonal pair swapped, in registers).
 template <class E> TINYLA_HD lane_of<E> invert_2x2(const E* a, E* x, det_accum<E>& acc, bool transposed) {
   using L = lane_of<E>;
-  E det, adj[4];  // adj: the adjugate, times D^-1 when scaled
-  if (!any_of(!safe_for_unscaled_2x2(a))) {
+  E det, adj[4];
+  L adj_exp[4] = {L(0), L(0), L(0), L(0)};
+  const auto safe = safe_for_unscaled_2x2(a);
+  const bool split = any_of(!safe);
+  if (!split) {
     det = diff_of_products(a[0], a[3], a[1], a[2]);
     acc.multiply(det);
     adj[0] = a[3], adj[1] = -a[1], adj[2] = -a[2], adj[3] = a[0];
   } else {
-    const scaled_2x2<E> q(a);
+    const split_2x2<E> q(a, safe);
     q.accumulate(acc);
-    det = q.det();
-    adj[0] = scale_pow2(q.d, -q.e0), adj[1] = scale_pow2(-q.b, -q.e1);
-    adj[2] = scale_pow2(-q.c, -q.e0), adj[3] = scale_pow2(q.a, -q.e1);
+    det = q.p;
+    adj[0] = q.m[3], adj[1] = -q.m[1], adj[2] = -q.m[2], adj[3] = q.m[0];
+    adj_exp[0] = q.e[3] - q.s, adj_exp[1] = q.e[1] - q.s, adj_exp[2] = q.e[2] - q.s, adj_exp[3] = q.e[0] - q.s;
   }
   L info = select(is_zero(det), L(2), L(0));
   info = select(is_zero(a[0]) & is_zero(a[2]), L(1), info);
   const pivot_inverse<E> pinv(det);
-  const E upper = pinv.apply(adj[1]), lower = pinv.apply(adj[2]);
-  x[0] = pinv.apply(adj[0]), x[3] = pinv.apply(adj[3]);
-  x[1] = transposed ? lower : upper, x[2] = transposed ? upper : lower;
+  E y[4];
+  for (int j = 0; j < 4; ++j) y[j] = pinv.apply(adj[j]);
+  if (split)
+    for (int j = 0; j < 4; ++j) y[j] = scale_pow2(y[j], adj_exp[j]);
+  x[0] = y[0], x[3] = y[3];
+  x[1] = transposed ? y[2] : y[1], x[2] = transposed ? y[1] : y[2];
   const auto singular = info != L(0);
   if (any_of(singular))
     for (int j = 0; j < 4; ++j) x[j] = select(singular, nan_element<E>(), x[j]);

@@ -136,6 +136,95 @@ TYPED_TEST(Special, InfEntriesNeverGiveFiniteLogabsdet) {
   }
 }
 
+// A subnormal pivot (row and column p hold only s, complex s = (t, t/2)):
+// every op agrees with the long-double reference. t = min/2 has a finite
+// reciprocal; t = denorm_min * 2^(digits/2) has not (then A^-1 holds inf and
+// NaN, and only the determinant is checked). Before the fix the complex phase
+// was NaN (1/max|s| overflowed in the phase) and the LAPACK path (n > 32)
+// returned NaN for real types too (OpenBLAS scales by 1/s: 0 * inf).
+TYPED_TEST(Special, SubnormalPivotsGiveTheReferenceValues) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  using lim = std::numeric_limits<R>;
+  for (const R t : {lim::min() / 2, std::ldexp(lim::denorm_min(), lim::digits / 2)}) {
+    T s;
+    if constexpr (is_complex<T>) s = T(t, t / 2);
+    else s = T(t);
+    const bool finite_inverse = std::isfinite(R(1) / t);
+    for (int n : sizes) {
+      SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " t=" + std::to_string(std::log2(t)));
+      auto a = make_batch<T>(kind::diag_dominant, 1, n, 31 * n);
+      const int p = n / 2;
+      for (int j = 0; j < n; ++j) a[p * n + j] = a[j * n + p] = T(0);
+      a[p * n + p] = s;
+      const auto w = wide_lu(a.data(), n, true);
+      T sign, d, sign_f;
+      R logabs, logabs_f;
+      std::vector<T> x(size_t(n) * n), xf(x.size()), sol(n), ones(n, T(1));
+      std::vector<int32_t> info(1, -1), info_s(1, -1);
+      ASSERT_EQ(slogdet(1, n, a.data(), &sign, &logabs), TINYLA_OK);
+      ASSERT_EQ(det(1, n, a.data(), &d), TINYLA_OK);
+      ASSERT_EQ(inv(1, n, a.data(), x.data(), info.data()), TINYLA_OK);
+      ASSERT_EQ(slogdet_inv(1, n, a.data(), &sign_f, &logabs_f, xf.data()), TINYLA_OK);
+      ASSERT_EQ(solve(1, n, 1, a.data(), ones.data(), sol.data(), info_s.data()), TINYLA_OK);
+      const R tol = 64 * n * eps<T>();
+      EXPECT_LE(std::abs(wide_t<T>(sign) - w.sign), tol) << "sign " << sign;
+      EXPECT_LE(std::abs(logabs - w.logabs), tol * (1 + std::abs(w.logabs))) << logabs;
+      EXPECT_FALSE(isnan_any(d));
+      EXPECT_EQ(info[0], 0);
+      EXPECT_EQ(info_s[0], 0);
+      EXPECT_EQ(std::memcmp(&sign, &sign_f, sizeof(T)), 0);
+      EXPECT_EQ(std::memcmp(&logabs, &logabs_f, sizeof(R)), 0);
+      if (!finite_inverse) continue;
+      EXPECT_LE(rel_err_F(x, w.inv, 0, x.size()), tol) << "inv";
+      EXPECT_LE(rel_err_F(xf, w.inv, 0, xf.size()), tol) << "slogdet_inv";
+      std::vector<wide_t<T>> want(n, wide_t<T>(0));
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) want[i] += w.inv[size_t(i) * n + j];
+      EXPECT_LE(rel_err_F(sol, want, 0, size_t(n)), tol) << "solve";
+    }
+  }
+  // The smallest subnormal as a 1 x 1 matrix: exact sign, det and logabsdet.
+  const T smallest = T(std::numeric_limits<R>::denorm_min());
+  T sign, d;
+  R logabs;
+  ASSERT_EQ(slogdet(1, 1, &smallest, &sign, &logabs), TINYLA_OK);
+  ASSERT_EQ(det(1, 1, &smallest, &d), TINYLA_OK);
+  EXPECT_EQ(sign, T(1));
+  EXPECT_EQ(d, smallest);
+  EXPECT_NEAR(logabs, std::log(std::numeric_limits<R>::denorm_min()), 4 * eps<T>() * std::abs(logabs));
+}
+
+// A zero pivot (k = 2) followed by a pivot that overflowed to inf in the
+// elimination (-big - big): singular, as LAPACK's info says, not 0 * inf = NaN.
+TYPED_TEST(Special, ZeroPivotBeforeAnOverflowedPivotStaysSingular) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  const R big = std::numeric_limits<R>::max() / 4 * 3;
+  for (int n : sizes) {
+    if (n < 3) continue;
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    std::vector<T> a(size_t(n) * n, T(0));
+    for (int i = 3; i < n; ++i) a[i * n + i] = T(1);
+    const T top[9] = {T(1), T(1), T(big), T(1), T(1), T(-big), T(0), T(0), T(1)};
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) a[i * n + j] = top[3 * i + j];
+    T sign, d;
+    R logabs;
+    std::vector<T> x(a.size());
+    int32_t info = -1;
+    ASSERT_EQ(slogdet(1, n, a.data(), &sign, &logabs), TINYLA_OK);
+    ASSERT_EQ(det(1, n, a.data(), &d), TINYLA_OK);
+    ASSERT_EQ(inv(1, n, a.data(), x.data(), &info), TINYLA_OK);
+    EXPECT_EQ(sign, T(0));
+    EXPECT_EQ(logabs, -std::numeric_limits<R>::infinity());
+    EXPECT_EQ(d, T(0));
+    EXPECT_EQ(info, lapack_lu(a.data(), n, false).info);
+    EXPECT_EQ(info, 2);
+    EXPECT_TRUE(all_nan(x.data(), x.size()));
+  }
+}
+
 // n = 0: sign 1, logabsdet 0, det 1 (numpy's convention); nothing else written.
 TYPED_TEST(Special, ZeroSizeMatricesAndEmptyBatches) {
   using T = TypeParam;
@@ -238,6 +327,67 @@ TYPED_TEST(Special, TwoByTwoClosedFormUnderCancellationAndScaling) {
   T d;
   ASSERT_EQ(det(1, 2, s.data(), &d), TINYLA_OK);
   EXPECT_NEAR(std::real(d), R(5), 8 * u * 5);
+}
+
+// Rows and columns spanning more than the exponent range (t next to 1/t):
+// row scaling alone flushed the small entries to zero, calling
+// [[t, 1/t], [2t, 1/t]] (det = -1) singular. Each entry is now split into
+// mantissa and exponent. Lanes in the safe range keep their bits when a
+// neighbour in the same lane group takes the split path.
+TYPED_TEST(Special, TwoByTwoWithEntriesSpanningTheExponentRange) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  const R t = 1 / (big_scale<T>() * 8);
+  const std::vector<std::vector<T>> cases = {
+      {T(t), T(1 / t), T(2 * t), T(1 / t)},      // det = -1
+      {T(t), T(1 / t), T(2 * t), T(3 * t)},      // det = 3t^2 - 2 ~ -2
+      {T(1 / t), T(1 / t), T(t), T(2 * t)},      // det = 1
+      {T(t), T(1 / t), T(1 / t), T(t)},          // det = t^2 - 1/t^2
+      {T(t), T(t * t), T(2 / t), T(1)},          // det = t - 2t = -t
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE(type_name<T>() + " case " + std::to_string(c));
+    const T* a = cases[c].data();
+    const auto w = wide_lu(a, 2, true);
+    T sign, x[4], sol[2];
+    const T ones[2] = {T(1), T(1)};
+    R logabs;
+    int32_t info = -1, info_s = -1;
+    ASSERT_EQ(slogdet(1, 2, a, &sign, &logabs), TINYLA_OK);
+    ASSERT_EQ(inv(1, 2, a, x, &info), TINYLA_OK);
+    ASSERT_EQ(solve(1, 2, 1, a, ones, sol, &info_s), TINYLA_OK);
+    EXPECT_EQ(info, 0);
+    EXPECT_EQ(info_s, 0);
+    EXPECT_EQ(sign, T(std::real(w.sign)));
+    EXPECT_LE(std::abs(logabs - w.logabs), 8 * eps<T>() * (1 + std::abs(w.logabs))) << logabs;
+    // Entrywise against the reference rounded to T (entries beyond T's range
+    // are inf or 0 there too).
+    auto expect_close = [](T got, wide_t<T> want, long double scale, int i) {
+      const long double tol = 8 * eps<T>() * scale + 4 * std::numeric_limits<R>::denorm_min();
+      if (std::isfinite(std::abs(T(want)))) EXPECT_LE(std::abs(wide_t<T>(got) - want), tol) << i;
+      else EXPECT_EQ(got, T(want)) << i;
+    };
+    for (int i = 0; i < 4; ++i) expect_close(x[i], w.inv[i], std::abs(w.inv[i]), i);
+    for (int i = 0; i < 2; ++i)
+      expect_close(sol[i], w.inv[2 * i] + w.inv[2 * i + 1], std::abs(w.inv[2 * i]) + std::abs(w.inv[2 * i + 1]), i);
+  }
+  // The same cases between ordinary matrices in one batch: every matrix as alone.
+  const int64_t batch = 64;
+  auto mixed = make_batch<T>(kind::random, batch, 2, 99);
+  for (int64_t b = 0; b < batch; b += 7) std::copy_n(cases[b % cases.size()].data(), 4, mixed.data() + 4 * b);
+  std::vector<T> sign(batch), x(4 * batch);
+  std::vector<R> logabs(batch);
+  ASSERT_EQ(slogdet(batch, 2, mixed.data(), sign.data(), logabs.data()), TINYLA_OK);
+  ASSERT_EQ(inv(batch, 2, mixed.data(), x.data(), nullptr), TINYLA_OK);
+  for (int64_t b = 0; b < batch; ++b) {
+    T s1, x1[4];
+    R l1;
+    ASSERT_EQ(slogdet(1, 2, mixed.data() + 4 * b, &s1, &l1), TINYLA_OK);
+    ASSERT_EQ(inv(1, 2, mixed.data() + 4 * b, x1, nullptr), TINYLA_OK);
+    EXPECT_EQ(std::memcmp(&s1, &sign[b], sizeof(T)), 0) << b;
+    EXPECT_EQ(std::memcmp(&l1, &logabs[b], sizeof(R)), 0) << b;
+    EXPECT_EQ(std::memcmp(x1, &x[4 * b], sizeof(x1)), 0) << b;
+  }
 }
 
 }  // namespace

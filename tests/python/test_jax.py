@@ -66,12 +66,42 @@ def test_errors_name_the_op_and_the_shape():
         tlj.solve(jnp.eye(3), jnp.ones(4))
     with pytest.raises(ValueError, match="tinyla.jax.solve: .*do not broadcast"):
         tlj.solve(jnp.ones((2, 3, 3)), jnp.ones((5, 3, 1)))
-    with pytest.raises(NotImplementedError, match="tinyla.jax.det: unsupported dtype float16"):
-        tlj.det(jnp.eye(2, dtype=jnp.float16))
-    with pytest.raises(TypeError, match="bfloat16"):
-        tlj.slogdet_inv(jnp.eye(2, dtype=jnp.bfloat16))
+    with pytest.raises(NotImplementedError, match="tinyla.jax.det: unsupported dtype float8_e4m3fn"):
+        tlj.det(jnp.eye(2, dtype=jnp.float8_e4m3fn))
     with pytest.raises(ValueError, match="method"):
         tlj.slogdet(jnp.eye(2), method="qr")
+    # Lists are refused as jnp.linalg refuses them (TypeError), for every argument.
+    for op in ("slogdet", "det", "inv", "slogdet_inv"):
+        with pytest.raises(TypeError, match=f"tinyla.jax.{op} requires ndarray"):
+            getattr(tlj, op)([[1.0, 2.0], [3.0, 4.0]])
+        with pytest.raises(TypeError):
+            getattr(jnp.linalg, op if op != "slogdet_inv" else "inv")([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(TypeError, match="position 1"):
+        tlj.solve(jnp.eye(2), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_half_precision_computes_in_float32(dtype, n):
+    """jnp.linalg computes float16/bfloat16 only in its closed forms (slogdet n <= 2, det
+    n <= 3); tinyla computes every op and n in float32 and rounds once to the input dtype."""
+    a = (jnp.eye(n) * 3 + jnp.triu(jnp.ones((n, n)), 1)).astype(dtype)[None].repeat(4, 0)
+    b = jnp.arange(n, dtype=dtype)
+    ref32 = {"slogdet": jnp.linalg.slogdet(a.astype(jnp.float32)), "det": jnp.linalg.det(a.astype(jnp.float32)),
+             "inv": jnp.linalg.inv(a.astype(jnp.float32)), "solve": jnp.linalg.solve(a[0].astype(jnp.float32),
+                                                                                    b.astype(jnp.float32))}
+    ours = {"slogdet": tlj.slogdet(a), "det": tlj.det(a), "inv": tlj.inv(a), "solve": tlj.solve(a[0], b)}
+    for op, got in ours.items():
+        for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref32[op])):
+            assert g.dtype == dtype, op
+            np.testing.assert_array_equal(np.asarray(g, np.float32), np.asarray(r.astype(dtype), np.float32))
+    if n <= 2:  # where jnp computes them natively, tinyla is at least as accurate
+        exact = np.linalg.slogdet(np.asarray(a, np.float64))[1]
+        err_ours = np.abs(np.asarray(ours["slogdet"][1], np.float64) - exact).max()
+        err_jnp = np.abs(np.asarray(jnp.linalg.slogdet(a)[1], np.float64) - exact).max()
+        assert err_ours <= err_jnp
+    g = jax.grad(lambda x: tlj.slogdet(x)[1].sum())(a)  # derivatives through the casts
+    assert g.dtype == dtype
 
 
 def test_singular_and_nan_matrices():
@@ -96,6 +126,18 @@ def test_empty_batch_and_n_zero_under_jit_and_grad():
     np.testing.assert_array_equal(l, np.zeros(3))
     np.testing.assert_array_equal(jax.jit(tlj.det)(z), np.ones(3))
     assert jax.jit(tlj.inv)(z).shape == (3, 0, 0)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((2, 2), (2, 0)), ((3, 2, 2), (3, 2, 0)), ((0, 2, 2), (0, 2, 3)),
+                                              ((0, 0), (0,)), ((0, 0), (0, 5)), ((3, 0, 0), (3, 0, 2))])
+def test_solve_with_empty_operands_under_jit_and_derivatives(a_shape, b_shape):
+    a = jnp.zeros(a_shape) + jnp.eye(a_shape[-1])
+    b = jnp.ones(b_shape)
+    for f in (tlj.solve, jax.jit(tlj.solve)):
+        assert f(a, b).shape == jnp.linalg.solve(a, b).shape
+    jac = jax.jit(jax.jacfwd(tlj.solve))(a, b)
+    assert jac.shape == jax.jacfwd(jnp.linalg.solve)(a, b).shape
+    assert jax.jit(jax.grad(lambda a: tlj.solve(a, b).sum()))(a).shape == a.shape
 
 
 # ---- derivatives ----------------------------------------------------------------------------

@@ -72,6 +72,47 @@ def test_unsupported_dtypes_raise_like_numpy(dtype):
         np.linalg.det(a)
 
 
+NON_NUMERIC = {
+    "object": np.array([[1, 2], [3, 4]], dtype=object),
+    "object holding None": np.array([[1, None], [3, 4]], dtype=object),
+    "str": np.array([["1", "2"], ["3", "4"]]),
+    "bytes": np.array([[b"1", b"2"], [b"3", b"4"]]),
+    "datetime64": np.array([[1, 2], [3, 4]], dtype="datetime64[s]"),
+    "timedelta64": np.array([[1, 2], [3, 4]], dtype="timedelta64[s]"),
+    "structured": np.zeros((2, 2), dtype=[("x", "f8")]),
+    "void": np.zeros((2, 2), dtype="V8"),
+}
+
+
+@pytest.mark.parametrize("kind", list(NON_NUMERIC))
+def test_non_numeric_dtypes_raise_type_error_like_numpy(kind):
+    a = NON_NUMERIC[kind]
+    for op in ("slogdet", "det", "inv", "slogdet_inv"):
+        with pytest.raises(TypeError, match="unsupported in linalg"):
+            getattr(tla, op)(a)
+    with pytest.raises(TypeError, match="unsupported in linalg"):
+        tla.solve(np.eye(2), a)
+    with pytest.raises(TypeError):  # numpy's UFuncTypeError is a TypeError
+        np.linalg.inv(a)
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_inv_and_solve_keep_the_array_subclass_like_numpy():
+    m = np.matrix([[1.0, 2.0], [3.0, 4.0]])
+    masked = np.ma.masked_array([[1.0, 2.0], [3.0, 4.0]], mask=[[0, 1], [0, 0]])
+    for x in (m, masked):
+        for ours, theirs in ((tla.inv(x), np.linalg.inv(x)), (tla.solve(x, x), np.linalg.solve(x, x))):
+            assert type(ours) is type(theirs)
+            np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-14)
+    assert type(tla.solve(np.eye(2), m)) is type(np.linalg.solve(np.eye(2), m))
+
+
+def test_huge_stacks_of_empty_matrices_allocate_nothing_per_matrix():
+    # 2^40 matrices of n = 0: nothing can be singular, so no per-matrix info array (4 TiB)
+    assert tla.inv(np.empty((2**40, 0, 0))).shape == (2**40, 0, 0)
+    assert tla.solve(np.empty((2**40, 0, 0)), np.empty((2**40, 0, 3))).shape == (2**40, 0, 3)
+
+
 def test_two_dimensional_input_gives_scalars():
     a = np.array([[2.0, 1.0], [1.0, 3.0]])
     s, l = tla.slogdet(a)
