@@ -260,11 +260,12 @@ template <class E> struct split_2x2 {
 
 template <class S> TINYLA_HD constexpr bool may_be_2x2() { return S::fixed_n < 0 || S::fixed_n == 2; }
 
-// True in lanes whose entries are 0 or within 2^+-(max_exponent/4 - 2): there
-// ad - bc needs no scaling (no product or rounding error under- or overflows,
-// and a nonzero exact det is a normal number), and the scaled and unscaled
-// forms give the same bits, so lanes do not depend on their neighbours.
-template <class E> TINYLA_HD mask_of<lane_of<E>> safe_for_unscaled_2x2(const E* m) {
+// True in lanes where x is 0 or within 2^+-(max_exponent/4 - 2). Where all
+// four entries of a 2x2 are (and, for a solve, the right-hand side's), ad - bc
+// needs no scaling (no product or rounding error under- or overflows, and a
+// nonzero exact det is a normal number), and split_2x2 gives those lanes the
+// unscaled form's bits, so lanes do not depend on their neighbours.
+template <class E> TINYLA_HD mask_of<lane_of<E>> safe_for_unscaled(E x) {
   using L = lane_of<E>;
   using T = real_of<L>;
   constexpr T bound = [] {
@@ -272,12 +273,11 @@ template <class E> TINYLA_HD mask_of<lane_of<E>> safe_for_unscaled_2x2(const E* 
     for (int i = 0; i < std::numeric_limits<T>::max_exponent / 4 - 2; ++i) b *= 2;
     return b;
   }();
-  const L hi = L(bound), lo = L(T(1) / bound);
-  auto safe = [&](E x) {
-    const L c = max_component(x);
-    return (c == L(0)) | ((c >= lo) & (c <= hi));
-  };
-  return safe(m[0]) & safe(m[1]) & safe(m[2]) & safe(m[3]);
+  const L c = max_component(x);
+  return (c == L(0)) | ((c >= L(T(1) / bound)) & (c <= L(bound)));
+}
+template <class E> TINYLA_HD mask_of<lane_of<E>> safe_for_unscaled_2x2(const E* m) {
+  return safe_for_unscaled(m[0]) & safe_for_unscaled(m[1]) & safe_for_unscaled(m[2]) & safe_for_unscaled(m[3]);
 }
 
 // ---- operations --------------------------------------------------------------
@@ -313,17 +313,37 @@ template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accu
     for (int j = 0; j < m; ++j) b[j] = pinv.apply(b[j]);
   } else if (n == 2) {
     if constexpr (may_be_2x2<S>()) {
-    // x = adj(A) b / det, each of the three differences of products split.
-    const split_2x2<E> q(a, safe_for_unscaled_2x2(a));
-    q.accumulate(acc);
-    info = q.info();
-    const pivot_inverse<E> pinv(q.p);
-    for (int j = 0; j < m; ++j) {
-      const split_exponent<E> b0(b[j]), b1(b[m + j]);
-      const scaled_difference<E> x0(q.m[3], q.e[3], b0.m, b0.e, q.m[1], q.e[1], b1.m, b1.e);
-      const scaled_difference<E> x1(q.m[0], q.e[0], b1.m, b1.e, q.m[2], q.e[2], b0.m, b0.e);
-      b[j] = scale_pow2(pinv.apply(x0.p), x0.s - q.s);
-      b[m + j] = scale_pow2(pinv.apply(x1.p), x1.s - q.s);
+    // x = adj(A) b / det. Where a lane's entries or right-hand side leave the
+    // safe range, the differences of products are formed from split entries.
+    const auto safe = safe_for_unscaled_2x2(a);
+    bool split = any_of(!safe);
+    for (int j = 0; j < m && !split; ++j) split = any_of(!(safe_for_unscaled(b[j]) & safe_for_unscaled(b[m + j])));
+    if (!split) {
+      const E det = diff_of_products(a[0], a[3], a[1], a[2]);
+      acc.multiply(det);
+      info = select(is_zero(det), L(2), L(0));
+      info = select(is_zero(a[0]) & is_zero(a[2]), L(1), info);
+      const pivot_inverse<E> pinv(det);
+      for (int j = 0; j < m; ++j) {
+        const E b0 = b[j], b1 = b[m + j];
+        b[j] = pinv.apply(diff_of_products(a[3], b0, a[1], b1));
+        b[m + j] = pinv.apply(diff_of_products(a[0], b1, a[2], b0));
+      }
+    } else {
+      const split_2x2<E> q(a, safe);
+      q.accumulate(acc);
+      info = q.info();
+      const pivot_inverse<E> pinv(q.p);
+      for (int j = 0; j < m; ++j) {
+        const auto keep = safe & safe_for_unscaled(b[j]) & safe_for_unscaled(b[m + j]);
+        const split_exponent<E> s0(b[j]), s1(b[m + j]);
+        const E b0 = select(keep, b[j], s0.m), b1 = select(keep, b[m + j], s1.m);
+        const L e0 = select(keep, L(0), s0.e), e1 = select(keep, L(0), s1.e);
+        const scaled_difference<E> x0(q.m[3], q.e[3], b0, e0, q.m[1], q.e[1], b1, e1);
+        const scaled_difference<E> x1(q.m[0], q.e[0], b1, e1, q.m[2], q.e[2], b0, e0);
+        b[j] = scale_pow2(pinv.apply(x0.p), x0.s - q.s);
+        b[m + j] = scale_pow2(pinv.apply(x1.p), x1.s - q.s);
+      }
     }
     }
   } else if (n > 2) {

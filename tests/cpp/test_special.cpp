@@ -375,18 +375,23 @@ TYPED_TEST(Special, TwoByTwoWithEntriesSpanningTheExponentRange) {
   const int64_t batch = 64;
   auto mixed = make_batch<T>(kind::random, batch, 2, 99);
   for (int64_t b = 0; b < batch; b += 7) std::copy_n(cases[b % cases.size()].data(), 4, mixed.data() + 4 * b);
-  std::vector<T> sign(batch), x(4 * batch);
+  auto rhs = make_batch<T>(kind::random, batch, 2, 98);  // 2 x 2: two right-hand sides
+  for (int64_t b = 3; b < batch; b += 5) rhs[4 * b + b % 4] *= big_scale<T>();  // some out of range
+  std::vector<T> sign(batch), x(4 * batch), sol(4 * batch);
   std::vector<R> logabs(batch);
   ASSERT_EQ(slogdet(batch, 2, mixed.data(), sign.data(), logabs.data()), TINYLA_OK);
   ASSERT_EQ(inv(batch, 2, mixed.data(), x.data(), nullptr), TINYLA_OK);
+  ASSERT_EQ(solve(batch, 2, 2, mixed.data(), rhs.data(), sol.data(), nullptr), TINYLA_OK);
   for (int64_t b = 0; b < batch; ++b) {
-    T s1, x1[4];
+    T s1, x1[4], sol1[4];
     R l1;
     ASSERT_EQ(slogdet(1, 2, mixed.data() + 4 * b, &s1, &l1), TINYLA_OK);
     ASSERT_EQ(inv(1, 2, mixed.data() + 4 * b, x1, nullptr), TINYLA_OK);
+    ASSERT_EQ(solve(1, 2, 2, mixed.data() + 4 * b, rhs.data() + 4 * b, sol1, nullptr), TINYLA_OK);
     EXPECT_EQ(std::memcmp(&s1, &sign[b], sizeof(T)), 0) << b;
     EXPECT_EQ(std::memcmp(&l1, &logabs[b], sizeof(R)), 0) << b;
     EXPECT_EQ(std::memcmp(x1, &x[4 * b], sizeof(x1)), 0) << b;
+    EXPECT_EQ(std::memcmp(sol1, &sol[4 * b], sizeof(sol1)), 0) << b;
   }
 }
 
