@@ -3,8 +3,8 @@
 // itself and pivots, info and results follow the same conventions as the fast
 // path. The determinant is accumulated with the fast path's own det_accum.
 //
-// Where LAPACK turns an input without NaN into NaN (OpenBLAS up to at least
-// 0.3.21 scales by 1/pivot even when the pivot is subnormal: 0 * inf), the
+// Where LAPACK turns an input without NaN into NaN (OpenBLAS 0.3.21, Debian
+// 12's, scales by 1/pivot even when the pivot is subnormal: 0 * inf), the
 // matrix is recomputed by the fast path's elimination (scalar lanes, run-time
 // n), which divides by such pivots as reference getf2 does.
 #include <algorithm>
