@@ -224,6 +224,12 @@ template <class E> struct scaled_difference {
   }
 };
 
+// LAPACK's info for a 2x2: 1 if the first column is zero, else 2 if det == 0.
+template <class E> TINYLA_HD lane_of<E> info_2x2(E det, E a00, E a10) {
+  using L = lane_of<E>;
+  return select(is_zero(a00) & is_zero(a10), L(1), select(is_zero(det), L(2), L(0)));
+}
+
 // A 2x2 lane group with each entry split into mantissa * 2^exponent, so that
 // det = ad - bc = p * 2^s is formed without overflow or underflow even when a
 // row or a column spans more than the exponent range (1e-300 next to 1e300).
@@ -251,11 +257,7 @@ template <class E> struct split_2x2 {
     acc.multiply(p);
     acc.expo = acc.expo + s;
   }
-  // LAPACK's info: 1 if the first column is zero, else 2 if det == 0.
-  TINYLA_HD L info() const {
-    L i = select(is_zero(p), L(2), L(0));
-    return select(is_zero(m[0]) & is_zero(m[2]), L(1), i);
-  }
+  TINYLA_HD L info() const { return info_2x2(p, m[0], m[2]); }
 };
 
 template <class S> TINYLA_HD constexpr bool may_be_2x2() { return S::fixed_n < 0 || S::fixed_n == 2; }
@@ -321,8 +323,7 @@ template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accu
     if (!split) {
       const E det = diff_of_products(a[0], a[3], a[1], a[2]);
       acc.multiply(det);
-      info = select(is_zero(det), L(2), L(0));
-      info = select(is_zero(a[0]) & is_zero(a[2]), L(1), info);
+      info = info_2x2(det, a[0], a[2]);
       const pivot_inverse<E> pinv(det);
       for (int j = 0; j < m; ++j) {
         const E b0 = b[j], b1 = b[m + j];
@@ -380,8 +381,7 @@ template <class E> TINYLA_HD lane_of<E> invert_2x2(const E* a, E* x, det_accum<E
     adj[0] = q.m[3], adj[1] = -q.m[1], adj[2] = -q.m[2], adj[3] = q.m[0];
     adj_exp[0] = q.e[3] - q.s, adj_exp[1] = q.e[1] - q.s, adj_exp[2] = q.e[2] - q.s, adj_exp[3] = q.e[0] - q.s;
   }
-  L info = select(is_zero(det), L(2), L(0));
-  info = select(is_zero(a[0]) & is_zero(a[2]), L(1), info);
+  const L info = info_2x2(det, a[0], a[2]);
   const pivot_inverse<E> pinv(det);
   E y[4];
   for (int j = 0; j < 4; ++j) y[j] = pinv.apply(adj[j]);
