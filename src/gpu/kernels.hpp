@@ -249,17 +249,29 @@ struct team_id {
   int rank, size;
 };
 
+// sum_{p<k} x[p * xs] * y[p * ys], rounded as subtract_dot_products in
+// src/kernels/lu.hpp forms each sum (k > 0).
+template <class E> TINYLA_HD E dot_product(int k, const E* x, int64_t xs, const E* y, int64_t ys) {
+  E sum = x[0] * y[0];
+  for (int p = 1; p < k; ++p) sum = sum + x[p * xs] * y[p * ys];
+  return sum;
+}
+
 // LU with partial pivoting of the n x n matrix a (row-major), in place:
 // U in the upper triangle, the multipliers L below it, the pivot row of step k
 // in piv[k]. The same operations in the same order as eliminate() in
-// src/kernels/lu.hpp, so the results are bit-identical to the CPU's. Calls
-// blk.sync() 4n times whatever the data (every team of the block must).
+// src/kernels/lu.hpp (Crout's order), so the results are bit-identical to the
+// CPU's. Calls blk.sync() 4n times whatever the data (every team of the block must).
 template <class E, class Block>
 TINYLA_HD lane_of<E> team_factor(Block& blk, team_id tm, int n, E* a, int* piv, lane_of<E>* best_val, int* best_row,
                                  det_accum<E>& acc) {
   using L = lane_of<E>;
   L info = L(0);
   for (int k = 0; k < n; ++k) {
+    // Column k, rows k..n-1, receives the earlier steps.
+    if (k > 0)
+      for (int i = k + tm.rank; i < n; i += tm.size) a[i * n + k] = a[i * n + k] - dot_product(k, a + i * n, 1, a + k, n);
+    blk.sync();
     // Pivot: LAPACK's first row of largest magnitude. Each thread scans its
     // rows below k (NaN never wins a strict >), then every thread combines
     // the team's candidates in the same order; a NaN or unbeaten diagonal stays.
@@ -278,8 +290,8 @@ TINYLA_HD lane_of<E> team_factor(Block& blk, team_id tm, int n, E* a, int* piv, 
       if (best_val[r] > best || (best_val[r] == best && best_row[r] < p)) best = best_val[r], p = best_row[r];
     if (!(best > diag)) p = k;
     if (tm.rank == 0) piv[k] = p;
-    if (p != k)
-      for (int j = k + tm.rank; j < n; j += tm.size) {
+    if (p != k)  // whole rows: L's part moves with them
+      for (int j = tm.rank; j < n; j += tm.size) {
         const E u = a[k * n + j];
         a[k * n + j] = a[p * n + j], a[p * n + j] = u;
       }
@@ -288,12 +300,12 @@ TINYLA_HD lane_of<E> team_factor(Block& blk, team_id tm, int n, E* a, int* piv, 
     acc.flip(p != k);
     acc.multiply(pinv.p);
     info = first_zero_pivot(info, pinv.p, k);
+    // Row k right of the diagonal receives the earlier steps; column k below
+    // it becomes L's (disjoint entries).
+    if (k > 0)
+      for (int j = k + 1 + tm.rank; j < n; j += tm.size)
+        a[k * n + j] = a[k * n + j] - dot_product(k, a + k * n, 1, a + j, n);
     for (int i = k + 1 + tm.rank; i < n; i += tm.size) a[i * n + k] = pinv.apply(a[i * n + k]);
-    blk.sync();
-    for (int j = k + 1 + tm.rank; j < n; j += tm.size) {
-      const E u = a[k * n + j];
-      for (int i = k + 1; i < n; ++i) a[i * n + j] = sub_mul(a[i * n + j], a[i * n + k], u);
-    }
     blk.sync();
     if ((k & 15) == 15) acc.normalize();
   }
@@ -311,8 +323,7 @@ TINYLA_HD void solve_column(int n, const E* lu, const int* piv, E* col, int64_t 
       const E u = col[k * ld];
       col[k * ld] = col[p * ld], col[p * ld] = u;
     }
-    const E xk = col[k * ld];
-    for (int i = k + 1; i < n; ++i) col[i * ld] = sub_mul(col[i * ld], lu[i * n + k], xk);
+    if (k > 0) col[k * ld] = col[k * ld] - dot_product(k, lu + k * n, 1, col, ld);
   }
   for (int i = n - 1; i >= 0; --i) {
     E s = col[i * ld];

@@ -110,15 +110,56 @@ template <class E> TINYLA_HD lane_of<E> first_zero_pivot(lane_of<E> info, E pivo
   return select(is_zero(pivot) & (info == L(0)), L(k + 1), info);
 }
 
-// Gaussian elimination with partial pivoting on [A | B]: A becomes U in its
-// upper triangle (the strict lower part is left stale), B becomes L^-1 P B.
-// Multiplies det(A) into acc; returns info.
+// out(e) -= sum_{p<k} x(e, p) * y(e, p) for the entries e = 0 .. count-1 of a
+// row or column, each sum formed first (products and additions rounded
+// separately, p ascending) and subtracted once: Crout's order. R entries at a
+// time, so R independent additions are in flight (the last group repeats its
+// last entry rather than branch).
+template <int R, class E, class Out, class X, class Y>
+TINYLA_HD void subtract_dot_products(int k, int count, Out out, X x, Y y) {
+  if (k == 0) return;
+  TINYLA_UNROLL
+  for (int e0 = 0; e0 < count; e0 += R) {
+    E sum[R];
+    TINYLA_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const int e = e0 + r < count ? e0 + r : count - 1;
+      sum[r] = x(e, 0) * y(e, 0);
+    }
+    TINYLA_UNROLL_INNER
+    for (int p = 1; p < k; ++p)
+      TINYLA_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const int e = e0 + r < count ? e0 + r : count - 1;
+        sum[r] = sum[r] + x(e, p) * y(e, p);
+      }
+    TINYLA_UNROLL
+    for (int r = 0; r < R && e0 + r < count; ++r) out(e0 + r) = out(e0 + r) - sum[r];
+  }
+}
+
+// Gaussian elimination with partial pivoting on [A | B] in Crout's
+// (left-looking) order: at step k, column k below the diagonal and then row k
+// right of it receive all earlier steps at once, as sums of products
+// subtracted once (subtract_dot_products). This is LAPACK's getf2 order for
+// small n as OpenBLAS runs it, and with it integer matrices that are exactly
+// singular end in an exactly zero pivot as often as numpy.linalg finds them
+// (more often from n = 6), where the right-looking fused update often left a
+// rounding residue (bench/exact_singularity.py counts both).
+// A becomes L (strictly below the diagonal, unit diagonal implied) and U; B
+// becomes L^-1 P B. Multiplies det(A) into acc; returns info. team_factor in
+// src/gpu/kernels.hpp does the same operations with a team of GPU threads.
 template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_accum<E>& acc) {
   using L = lane_of<E>;
+  constexpr int R = element_traits<E>::is_complex ? 2 : 4;
   const int n = s.n(), m = s.m();
   L info = L(0);
   TINYLA_UNROLL
   for (int k = 0; k < n; ++k) {
+    // Column k, rows k..n-1.
+    subtract_dot_products<R, E>(
+        k, n - k, [&](int e) -> E& { return a[(k + e) * n + k]; },
+        [&](int e, int p) { return a[(k + e) * n + p]; }, [&](int, int p) { return a[p * n + k]; });
     L best = pivot_magnitude(a[k * n + k]);
     L piv = L(k);
     TINYLA_UNROLL
@@ -134,22 +175,23 @@ template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_
       // At most W of the rows below are some lane's pivot row: for larger n,
       // skipping the others saves most of the swap traffic (same bits).
       if (n <= 8 || any_of(t)) {
-        swap_where(t, a + k * n + k, a + i * n + k, n - k);
+        swap_where(t, a + k * n, a + i * n, n);
         swap_where(t, b + k * m, b + i * m, m);
       }
     }
+    // Row k, columns k+1..n-1 of A and all of B.
+    subtract_dot_products<R, E>(
+        k, n - k - 1, [&](int e) -> E& { return a[k * n + k + 1 + e]; },
+        [&](int, int p) { return a[k * n + p]; }, [&](int e, int p) { return a[p * n + k + 1 + e]; });
+    subtract_dot_products<R, E>(
+        k, m, [&](int e) -> E& { return b[k * m + e]; }, [&](int, int p) { return a[k * n + p]; },
+        [&](int e, int p) { return b[p * m + e]; });
     acc.flip(piv != L(k));
     const pivot_inverse<E> pinv(a[k * n + k]);
     acc.multiply(pinv.p);
     info = first_zero_pivot(info, pinv.p, k);
     TINYLA_UNROLL
-    for (int i = k + 1; i < n; ++i) {
-      const E l = pinv.apply(a[i * n + k]);
-      TINYLA_UNROLL_INNER
-      for (int j = k + 1; j < n; ++j) a[i * n + j] = sub_mul(a[i * n + j], l, a[k * n + j]);
-      TINYLA_UNROLL_INNER
-      for (int j = 0; j < m; ++j) b[i * m + j] = sub_mul(b[i * m + j], l, b[k * m + j]);
-    }
+    for (int i = k + 1; i < n; ++i) a[i * n + k] = pinv.apply(a[i * n + k]);
     if ((k & 15) == 15) acc.normalize();  // mant >= 2^-16 here: never underflows
   }
   acc.normalize();
