@@ -1,6 +1,7 @@
 // C API: validates arguments (nothing is written on TINYLA_INVALID_ARGUMENT),
 // then hands the job to the CPU dispatcher.
 #include <cstdint>
+#include <cstring>
 #include <new>
 
 #include "capi_ops.hpp"
@@ -28,7 +29,12 @@ tinyla_status submit(dtype t, const job& jb) {
 extern "C" {
 
 const char* tinyla_status_string(tinyla_status s) {
-  switch (s) {
+  // A C caller may pass any int: read it as one (a C++ load of an enum outside
+  // its values is undefined, and clang's UBSan reports it).
+  static_assert(sizeof(tinyla_status) == sizeof(int));
+  int code;
+  std::memcpy(&code, &s, sizeof code);
+  switch (code) {
     case TINYLA_OK: return "ok";
     case TINYLA_INVALID_ARGUMENT: return "invalid argument";
     case TINYLA_UNSUPPORTED: return "unsupported";

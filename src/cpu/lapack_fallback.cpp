@@ -3,11 +3,15 @@
 // itself and pivots, info and results follow the same conventions as the fast
 // path. The determinant is accumulated with the fast path's own det_accum.
 //
-// Where LAPACK turns an input without NaN into NaN (OpenBLAS 0.3.21, Debian
-// 12's, scales by 1/pivot even when the pivot is subnormal: 0 * inf), the
+// OpenBLAS 0.3.21 (Debian 12's) getrf scales by 1/pivot even when the pivot
+// is subnormal (1/pivot = inf: the multipliers become inf or NaN). Where
+// getrf's LU of an input without NaN holds a subnormal pivot or a NaN, the
 // matrix is recomputed by the fast path's elimination (scalar lanes, run-time
-// n), which divides by such pivots as reference getf2 does.
+// n), which divides by such pivots as reference getf2 does. The decision is
+// getrf's alone, so every op (slogdet, inv, slogdet_inv, solve) takes the same
+// path for a matrix and they agree bit for bit.
 #include <algorithm>
+#include <cmath>
 #include <complex>
 #include <cstring>
 #include <limits>
@@ -50,7 +54,11 @@ template <class T> struct kernel_element { using type = T; };
 template <class R> struct kernel_element<std::complex<R>> { using type = kern::cplx<R>; };
 
 template <class T> bool is_nan(T x) { return x != x; }
-template <class R> bool is_nan(std::complex<R> x) { return x != x; }
+// C99 Annex G: a NaN part beside an infinite one makes an infinity, not a NaN
+// (as in the fast path's unit_phase and modulus).
+template <class R> bool is_nan(std::complex<R> x) {
+  return (x != x) && !std::isinf(x.real()) && !std::isinf(x.imag());
+}
 
 // dst (cols x rows, row-major) = transpose of src (rows x cols, row-major).
 template <class T> void transpose(const T* src, T* dst, int rows, int cols) {
@@ -65,6 +73,17 @@ template <class T> void fill_nan(T* x, std::int64_t count) {
 
 template <class T> bool any_nan(const std::vector<T>& v) {
   return std::any_of(v.begin(), v.end(), [](T x) { return is_nan(x); });
+}
+
+template <class R> R largest_component(R x) { return std::abs(x); }
+template <class R> R largest_component(std::complex<R> x) { return std::max(std::abs(x.real()), std::abs(x.imag())); }
+// getrf's result cannot be trusted: a NaN it made, or a subnormal pivot (see above).
+template <class T> bool lapack_went_wrong(const std::vector<T>& lu, int n) {
+  for (int i = 0; i < n; ++i) {
+    const auto m = largest_component(lu[std::int64_t(i) * n + i]);
+    if (m != 0 && m < std::numeric_limits<decltype(m)>::min()) return true;
+  }
+  return any_nan(lu);
 }
 
 template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_t end, range_fn own_elimination) {
@@ -82,7 +101,7 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
     transpose(a, lu.data(), n, n);
     int info = 0;
     lapack<T>::getrf(&n, &n, lu.data(), &n, ipiv.data(), &info);
-    if (!has_nan && any_nan(lu)) {
+    if (!has_nan && lapack_went_wrong(lu, n)) {
       own_elimination(jb, b, b + 1);
       continue;
     }
@@ -104,10 +123,6 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
         const int lwork = int(work.size());
         int info2 = 0;
         lapack<T>::getri(&n, lu.data(), &n, ipiv.data(), work.data(), &lwork, &info2);
-        if (!has_nan && any_nan(lu)) {  // checked before x is written: x may alias a
-          own_elimination(jb, b, b + 1);
-          continue;
-        }
         if (jb.transpose_x) std::copy(lu.begin(), lu.end(), x);  // column-major A^-1 = row-major A^-T
         else transpose(lu.data(), x, n, n);
       } else {
@@ -119,12 +134,7 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
         transpose(static_cast<const T*>(jb.b) + b * nb, rhs.data(), n, nrhs);
         const char trans = 'N';
         int info2 = 0;
-        const bool rhs_has_nan = any_nan(rhs);
         lapack<T>::getrs(&trans, &n, &nrhs, lu.data(), &n, ipiv.data(), rhs.data(), &n, &info2, 1);
-        if (!has_nan && !rhs_has_nan && any_nan(rhs)) {
-          own_elimination(jb, b, b + 1);
-          continue;
-        }
         transpose(rhs.data(), x, nrhs, n);
       } else {
         fill_nan(x, nb);

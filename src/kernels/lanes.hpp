@@ -165,8 +165,9 @@ template <class L> TINYLA_HD L modulus(cplx<L> x) {
   L safe = select(big == L(0), L(1), big);
   L r = small / safe;
   L m = big * sqrtl_(fmadd(r, r, L(1)));
-  // inf components: the ratio is nan or 0; |x| is inf either way.
-  return select(big == L(std::numeric_limits<real_of<L>>::infinity()), big, m);
+  // An infinite part (C99: even beside a NaN) makes |x| inf.
+  const L inf = L(std::numeric_limits<real_of<L>>::infinity());
+  return select((a == inf) | (b == inf), inf, m);
 }
 
 // x / y for every lane, scaled so that neither |y|^2 overflows nor underflows.
@@ -182,7 +183,9 @@ template <class L> TINYLA_HD cplx<L> divide(cplx<L> x, cplx<L> y) {
 template <class L> TINYLA_HD mask_of<L> is_infinite(L x) {
   return absval(x) == L(std::numeric_limits<real_of<L>>::infinity());
 }
-template <class L> TINYLA_HD mask_of<L> is_infinite(cplx<L> x) { return is_infinite(max_component(x)); }
+// C99 Annex G: a complex number with an infinite part is an infinity, even if
+// the other part is NaN (max_component would drop a NaN re beside an infinite im).
+template <class L> TINYLA_HD mask_of<L> is_infinite(cplx<L> x) { return is_infinite(x.re) | is_infinite(x.im); }
 
 // 1/y; 0 where y == 0 (a zero pivot leaves its column untouched) and where y
 // is infinite (as 1/inf = 0 for reals; C99 Annex G for complex). The select
