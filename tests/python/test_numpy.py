@@ -290,3 +290,55 @@ for level in range(3):  # the parent, a child, a grandchild
         proc.wait()
         pytest.fail("a forked process hung (joining threads it does not have)")
     assert proc.returncode == 0, stderr
+
+
+def test_interpreter_exit_with_work_in_flight():
+    """The interpreter exits (sys.exit from the main thread) while a daemon thread is inside
+    a tinyla call on the thread pool: no hang, no crash, exit status 0."""
+    script = """
+import sys, threading, time
+import numpy as np
+import tinyla, tinyla.numpy as tla
+a = np.random.default_rng(0).standard_normal((1 << 16, 8, 8))
+tinyla.set_num_threads(4)
+started = threading.Event()
+def work():
+    while True:
+        started.set()
+        tla.slogdet_inv(a)
+threading.Thread(target=work, daemon=True).start()
+started.wait()
+time.sleep(0.05)
+sys.exit(0)
+"""
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_memory_stays_flat_over_many_calls():
+    """10^5 calls (every op, small batches, errors included) leave the resident set where
+    10^4 calls left it: nothing per call is kept."""
+    a = random_matrices((4, 3, 3), np.float64, seed=2)
+    b = random_matrices((4, 3, 2), np.float64, seed=3)
+    singular = np.zeros((2, 3, 3))
+
+    def calls(count):
+        for i in range(count // 5):
+            tla.slogdet(a)
+            tla.det(a)
+            tla.slogdet_inv(a)
+            tla.solve(a, b)
+            with pytest.raises(np.linalg.LinAlgError):
+                tla.inv(singular)
+
+    def resident_bytes():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    calls(10_000)
+    before = resident_bytes()
+    calls(100_000)
+    grown = resident_bytes() - before
+    assert grown < 4 << 20, f"resident set grew by {grown / 2**20:.1f} MiB over 10^5 calls"
+
