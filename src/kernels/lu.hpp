@@ -8,11 +8,11 @@
 //
 // Conventions (see README "Numerical conventions"):
 // - partial pivoting with LAPACK's choice: first row of largest |x| (real) or
-//   |re|+|im| (complex); rows swapped as in getrf;
+//   |re|+|im| (complex); rows swapped as in getrf; elimination in Crout's order;
 // - |det| is carried as mant * 2^expo, so logabsdet and det never overflow or
 //   underflow in intermediate products;
-// - n = 1 and n = 2 use closed forms (n = 2: rows scaled by powers of two,
-//   then Kahan's fma-compensated ad - bc);
+// - n = 1 and n = 2 use closed forms (n = 2: Kahan's fma-compensated ad - bc,
+//   from entries split into mantissa * 2^exponent where any is out of range);
 // - info = 1-based index of the first exactly-zero pivot (0 if none).
 #pragma once
 
