@@ -110,32 +110,33 @@ template <class E> TINYLA_HD lane_of<E> first_zero_pivot(lane_of<E> info, E pivo
   return select(is_zero(pivot) & (info == L(0)), L(k + 1), info);
 }
 
-// out(e) -= sum_{p<k} x(e, p) * y(e, p) for the entries e = 0 .. count-1 of a
-// row or column, each sum formed first (products and additions rounded
-// separately, p ascending) and subtracted once: Crout's order. R entries at a
-// time, so R independent additions are in flight (the last group repeats its
-// last entry rather than branch).
+// out(e) -= sum_{p<k} x(e, p) * y(e, p) for the entries e = e0 .. e0+G-1, each
+// sum formed first (products and additions rounded separately, p ascending)
+// and subtracted once: Crout's order. G sums at a time keep G independent
+// additions in flight.
+template <int G, class E, class Out, class X, class Y>
+TINYLA_HD void subtract_dot_products_group(int k, int e0, Out out, X x, Y y) {
+  E sum[G];
+  TINYLA_UNROLL
+  for (int r = 0; r < G; ++r) sum[r] = x(e0 + r, 0) * y(e0 + r, 0);
+  TINYLA_UNROLL_INNER
+  for (int p = 1; p < k; ++p)
+    TINYLA_UNROLL
+    for (int r = 0; r < G; ++r) sum[r] = sum[r] + x(e0 + r, p) * y(e0 + r, p);
+  TINYLA_UNROLL
+  for (int r = 0; r < G; ++r) out(e0 + r) = out(e0 + r) - sum[r];
+}
+
+// The same for the entries e = 0 .. count-1 of a row or column: groups of R,
+// then one at a time (every entry's sum is rounded the same way either way).
 template <int R, class E, class Out, class X, class Y>
 TINYLA_HD void subtract_dot_products(int k, int count, Out out, X x, Y y) {
   if (k == 0) return;
+  int e0 = 0;
   TINYLA_UNROLL
-  for (int e0 = 0; e0 < count; e0 += R) {
-    E sum[R];
-    TINYLA_UNROLL
-    for (int r = 0; r < R; ++r) {
-      const int e = e0 + r < count ? e0 + r : count - 1;
-      sum[r] = x(e, 0) * y(e, 0);
-    }
-    TINYLA_UNROLL_INNER
-    for (int p = 1; p < k; ++p)
-      TINYLA_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const int e = e0 + r < count ? e0 + r : count - 1;
-        sum[r] = sum[r] + x(e, p) * y(e, p);
-      }
-    TINYLA_UNROLL
-    for (int r = 0; r < R && e0 + r < count; ++r) out(e0 + r) = out(e0 + r) - sum[r];
-  }
+  for (; e0 + R <= count; e0 += R) subtract_dot_products_group<R, E>(k, e0, out, x, y);
+  TINYLA_UNROLL
+  for (; e0 < count; ++e0) subtract_dot_products_group<1, E>(k, e0, out, x, y);
 }
 
 // Gaussian elimination with partial pivoting on [A | B] in Crout's
