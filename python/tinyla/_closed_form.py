@@ -31,25 +31,48 @@ def _real_dtype(dt) -> np.dtype:
     return np.finfo(dt).dtype
 
 
-def _max_component(x):
-    """max(|re|, |im|) for complex x, |x| for real (what the pivot search compares)."""
-    if jnp.iscomplexobj(x):
-        return jnp.maximum(jnp.abs(jnp.real(x)), jnp.abs(jnp.imag(x)))
-    return jnp.abs(x)
-
-
-def _range_scale(m):
-    """Powers of two r (and log2 r, as reals) with m r in [0.5, 1) for m >= 0 (in [0.5, 4) for
-    m >= 2^1021 in float64, whose reciprocal power is subnormal); 0, inf and NaN get a normal r.
-    Integer operations on the exponent field only: cheap, and exact."""
-    real = m.dtype
+def _float_layout(real):
     info = np.finfo(real)
-    itype = np.int64 if real.itemsize == 8 else np.int32
-    bias = info.maxexp - 1
-    biased = lax.shift_right_logical(lax.bitcast_convert_type(m, itype), itype(info.nmant)) & itype(2 * bias + 1)
-    r_biased = jnp.clip(itype(2 * bias - 1) - biased, itype(1), itype(2 * bias))
-    r = lax.bitcast_convert_type(lax.shift_left(r_biased, itype(info.nmant)), real)
-    return r, (r_biased - itype(bias)).astype(real)
+    return info, (np.int64 if np.dtype(real).itemsize == 8 else np.int32), info.maxexp - 1
+
+
+def _exponent_field(x):
+    """The biased exponent field of max(|re|, |im|) (0 for 0 and subnormals, all ones for inf
+    and NaN), from the bits: integer operations only."""
+    if jnp.iscomplexobj(x):
+        return jnp.maximum(_exponent_field(jnp.real(x)), _exponent_field(jnp.imag(x)))
+    info, itype, bias = _float_layout(x.dtype)
+    bits = lax.bitcast_convert_type(x, itype)
+    return (lax.shift_right_logical(bits, itype(info.nmant)) & itype(2 * bias + 1)).astype(np.int32)
+
+
+def _pow2(k, real):
+    """2^k for integers k, clamped to the normal range."""
+    info, itype, bias = _float_layout(real)
+    biased = jnp.clip(k + np.int32(bias), np.int32(1), np.int32(2 * bias)).astype(itype)
+    return lax.bitcast_convert_type(lax.shift_left(biased, itype(info.nmant)), real)
+
+
+def _times_pow2(x, k):
+    """x 2^k for integers k of either sign beyond the exponent range (three factors, each a
+    normal power of two; the result over- or underflows only where x 2^k does)."""
+    real = _real_dtype(x.dtype)
+    _, _, bias = _float_layout(real)
+    k = jnp.clip(k, np.int32(-3 * (bias - 1)), np.int32(3 * (bias - 1)))
+    k1 = k // 3
+    k2 = (k - k1) // 2
+    for part in (k1, k2, k - k1 - k2):
+        x = _mul_real(x, _pow2(part, real))
+    return x
+
+
+def _log2_range_scale(fields, real, clamp=True):
+    """The integer k with 2^k x in [0.5, 1) for the largest x whose exponent fields are given;
+    clamped to the normal range (then [0.5, 4) for x >= 2^1021 in float64, whose reciprocal
+    power is subnormal; 0, inf and NaN get a normal 2^k)."""
+    _, _, bias = _float_layout(real)
+    k = np.int32(bias - 1) - functools.reduce(jnp.maximum, fields)
+    return jnp.clip(k, np.int32(1 - bias), np.int32(bias)) if clamp else k
 
 
 def _two_product(x, y):
@@ -86,7 +109,8 @@ def unit(z):
     """Sign (real) or phase z / |z| (complex, computed on z scaled into range); 0 for 0."""
     if not jnp.iscomplexobj(z):
         return jnp.sign(z)
-    zs = _mul_real(z, _range_scale(_max_component(z))[0])
+    real = _real_dtype(z.dtype)
+    zs = _mul_real(z, _pow2(_log2_range_scale([_exponent_field(z)], real), real))
     return jnp.where(z == 0, jnp.zeros_like(z), zs / jnp.abs(zs).astype(z.dtype))
 
 
@@ -104,27 +128,29 @@ def _nan_where(singular, x):
 _LN2 = np.log(2.0)
 
 
-def _assemble(entries):
-    """(..., 2, 2) from [[x00, x01], [x10, x11]] as a sum of zero-padded planes: XLA's CPU
-    fusion computes each output element from its own plane only (a stack would select)."""
-    out = 0
-    for i, row in enumerate(entries):
-        for j, x in enumerate(row):
-            out = out + jnp.pad(x[..., None, None], [(0, 0)] * x.ndim + [(i, 1 - i), (j, 1 - j)])
-    return out
-
-
 class _Scaled:
-    """A stack of 1x1 or 2x2 matrices with each row scaled by a power of two into range:
-    A = diag(1/r) A'. det' = det(A') = det(A) r0 r1; logabsdet = log|det'| - log r0 - log r1."""
+    """A stack of 1x1 or 2x2 matrices equilibrated by powers of two, A' = diag(r) A diag(c): rows
+    first, so that each row's largest component is in [0.5, 1), then columns, so that each
+    column's is; the exponents are worked out on integers, so no entry is rounded on the way.
+    Every row and column of A' then holds a component of at least 1/2, so one of a'd', b'c' is
+    at least 1/4 in magnitude: an entry that underflows in A' is negligible beside it (a row
+    spanning 1e-300..1e300 keeps its small entry where it matters), and a'd' == b'c' exactly
+    when ad == bc. det(A) = det(A') / (prod r prod c); (A^-T)_ij = r_i c_j (A'^-T)_ij."""
 
     def __init__(self, a):
         n = a.shape[-1]
-        rows = [[a[..., i, j] for j in range(n)] for i in range(n)]
-        scales = [_range_scale(functools.reduce(jnp.maximum, map(_max_component, row))) for row in rows]
-        self.r = [r for r, _ in scales]
-        self.log2r = sum(log2r for _, log2r in scales)
-        self.m = [[_mul_real(x, r) for x in row] for row, r in zip(rows, self.r)]  # A', by entry
+        self.real = _real_dtype(a.dtype)
+        entries = [[a[..., i, j] for j in range(n)] for i in range(n)]
+        fields = [[_exponent_field(x) for x in row] for row in entries]
+        self.log2r = [_log2_range_scale(row, self.real) for row in fields]
+        # Not clamped: a column of tiny entries beside huge ones in its rows needs a c beyond
+        # the range; r_i c_j (clamped, below) is in range for every entry that is not negligible.
+        self.log2c = [_log2_range_scale([row[j] + lr for row, lr in zip(fields, self.log2r)], self.real, clamp=False)
+                      for j in range(n)]
+        self.log2f = [[lr + lc for lc in self.log2c] for lr in self.log2r]
+        self.log2_scale = sum(self.log2r) + sum(self.log2c)
+        self.m = [[_mul_real(x, _pow2(lf, self.real)) for x, lf in zip(row, lfs)]  # A', by entry
+                  for row, lfs in zip(entries, self.log2f)]
         if n == 1:
             self.det = self.m[0][0]
         else:
@@ -132,18 +158,22 @@ class _Scaled:
             self.det = _diff_of_products(a_, d_, b_, c_)
 
     def logabsdet(self):
-        return jnp.log(jnp.abs(self.det)) - self.log2r * np.asarray(_LN2, self.log2r.dtype)
+        return jnp.log(jnp.abs(self.det)) - self.log2_scale.astype(self.real) * np.asarray(_LN2, self.real)
+
+    def determinant(self):
+        return _times_pow2(self.det, -self.log2_scale)
 
     def inverse_t(self):
-        """A^-T = diag(r) adj(A')^T / det', NaN-filled where singular: x[i][j] = (A^-T)_ij.
-        One reciprocal, NaN where det' == 0, then multiplies (XLA's CPU fusion recomputes a
-        shared subexpression for every use inside a plane, so each is used once)."""
+        """A^-T, NaN-filled where singular: x[i][j] = (A^-T)_ij. One reciprocal, NaN where
+        det' == 0, then multiplies (XLA's CPU fusion recomputes a shared subexpression for
+        every use inside a plane, so each is used once)."""
         q = 1 / jnp.where(self.det == 0, jnp.full_like(self.det, np.nan), self.det)
+        f = [[_pow2(lf, self.real) for lf in row] for row in self.log2f]
         if len(self.m) == 1:
-            return [[_mul_real(q, self.r[0])]]
+            return [[_mul_real(q, f[0][0])]]
         (a_, b_), (c_, d_) = self.m
-        q0, q1 = (_mul_real(q, r) for r in self.r)
-        return [[d_ * q0, -c_ * q0], [-b_ * q1, a_ * q1]]
+        return [[d_ * _mul_real(q, f[0][0]), -c_ * _mul_real(q, f[0][1])],
+                [-b_ * _mul_real(q, f[1][0]), a_ * _mul_real(q, f[1][1])]]
 
 
 def _slogdet(a):
@@ -157,11 +187,7 @@ def _slogdet(a):
 def _det(a):
     if a.shape[-1] == 0:
         return (jnp.ones(a.shape[:-2], a.dtype),)
-    q = _Scaled(a)
-    det = q.det
-    for r in q.r:
-        det = _mul_real(det, 1 / r)  # exact unless the determinant is out of range: 1/r is a power of two
-    return (det,)
+    return (_Scaled(a).determinant(),)
 
 
 def _inv(a, transposed: bool):
@@ -170,26 +196,27 @@ def _inv(a, transposed: bool):
     x = _Scaled(a).inverse_t()
     if not transposed:
         x = [list(col) for col in zip(*x)]
-    return (x[0][0][..., None, None] if a.shape[-1] == 1 else _assemble(x),)
+    return (jnp.stack([jnp.stack(row, -1) for row in x], -2),)
 
 
 def _solve(a, b):
+    """A x = b as A' y = diag(r) b, x = diag(c) y."""
     n = a.shape[-1]
     if n == 0:
         return (b,)
     q = _Scaled(a)
-    rows = [_mul_real(b[..., i, :], r[..., None]) for i, r in enumerate(q.r)]  # A' x = diag(r) b
+    rows = [_mul_real(b[..., i, :], _pow2(lr, q.real)[..., None]) for i, lr in enumerate(q.log2r)]
     # each right-hand side scaled into range too, so that its products cannot overflow
-    rb = _range_scale(functools.reduce(jnp.maximum, map(_max_component, rows)))[0]
-    rows = [_mul_real(row, rb) for row in rows]
+    log2s = _log2_range_scale([_exponent_field(row) for row in rows], q.real)
+    rows = [_mul_real(row, _pow2(log2s, q.real)) for row in rows]
     det = q.det[..., None]
     if n == 1:
-        x = [rows[0] / det]
+        y = [rows[0] / det]
     else:
         (a_, b_), (c_, d_) = [[v[..., None] for v in row] for row in q.m]
-        x = [_diff_of_products(d_, rows[0], b_, rows[1]) / det, _diff_of_products(a_, rows[1], c_, rows[0]) / det]
-    x = jnp.stack([_nan_where(det == 0, _mul_real(v, 1 / rb)) for v in x], -2)
-    return (x,)
+        y = [_diff_of_products(d_, rows[0], b_, rows[1]) / det, _diff_of_products(a_, rows[1], c_, rows[0]) / det]
+    x = [_nan_where(det == 0, _times_pow2(v, lc[..., None] - log2s)) for v, lc in zip(y, q.log2c)]
+    return (jnp.stack(x, -2),)
 
 
 def call(op: str, *args):

@@ -75,12 +75,12 @@ template <class T> bool any_nan(const std::vector<T>& v) {
   return std::any_of(v.begin(), v.end(), [](T x) { return is_nan(x); });
 }
 
-template <class R> R largest_component(R x) { return std::abs(x); }
-template <class R> R largest_component(std::complex<R> x) { return std::max(std::abs(x.real()), std::abs(x.imag())); }
 // getrf's result cannot be trusted: a NaN it made, or a subnormal pivot (see above).
 template <class T> bool lapack_went_wrong(const std::vector<T>& lu, int n) {
   for (int i = 0; i < n; ++i) {
-    const auto m = largest_component(lu[std::int64_t(i) * n + i]);
+    typename kernel_element<T>::type pivot;
+    std::memcpy(static_cast<void*>(&pivot), &lu[std::int64_t(i) * n + i], sizeof(T));
+    const auto m = kern::max_component(pivot);
     if (m != 0 && m < std::numeric_limits<decltype(m)>::min()) return true;
   }
   return any_nan(lu);

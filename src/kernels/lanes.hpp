@@ -185,7 +185,11 @@ template <class L> TINYLA_HD mask_of<L> is_infinite(L x) {
 }
 // C99 Annex G: a complex number with an infinite part is an infinity, even if
 // the other part is NaN (max_component would drop a NaN re beside an infinite im).
-template <class L> TINYLA_HD mask_of<L> is_infinite(cplx<L> x) { return is_infinite(x.re) | is_infinite(x.im); }
+template <class L> TINYLA_HD mask_of<L> is_infinite(cplx<L> x) {
+  // Both parts always evaluated (masks are per lane): named, so no || is suggested for bool.
+  const auto re_infinite = is_infinite(x.re), im_infinite = is_infinite(x.im);
+  return re_infinite | im_infinite;
+}
 
 // 1/y; 0 where y == 0 (a zero pivot leaves its column untouched) and where y
 // is infinite (as 1/inf = 0 for reals; C99 Annex G for complex). The select

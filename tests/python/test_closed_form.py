@@ -85,6 +85,48 @@ def test_extreme_entries_keep_logabsdet_finite(scale):
     assert (residual <= 8 * np.finfo(float).eps * np.einsum("bij,bjk->bik", np.abs(a), np.abs(x))).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rows_spanning_the_exponent_range(dtype):
+    """A = diag(2^l) B diag(2^r) with rows (or columns) spanning 2^+-s, s up to nearly the whole
+    exponent range (rows like [1e-300, 1e300]), B moderate, nearly singular (ad/bc = 1 + 1e-5)
+    or exactly singular: each row scaled into range alone would flush its small entry to 0;
+    the values match exact rational arithmetic as for moderate entries."""
+    rng = np.random.default_rng(5)
+    count, emax = 400, np.finfo(dtype).maxexp - 24  # entries, inverses and solutions stay normal
+    b = rng.uniform(0.5, 2, (count, 2, 2)) * rng.choice([-1, 1], (count, 2, 2))
+    b[100:200, 1, 1] = b[100:200, 0, 1] * b[100:200, 1, 0] / b[100:200, 0, 0] * (1 + 1e-5)
+    b[200:250, 1] = -b[200:250, 0] / 2  # exactly proportional rows: singular
+    s = rng.integers(emax - emax // 3, emax, count)
+    left = rng.integers(-(emax - s), emax - s + 1, (2, count)).T
+    right = np.stack([-s, s], axis=1)
+    left[::2], right[::2] = right[::2], left[::2].copy()  # columns spanning the range
+    a = np.ldexp(b, left[:, :, None] + right[:, None, :]).astype(dtype)
+    eps = np.finfo(dtype).eps
+    exact = [exact_det(m) for m in a]
+    sign, logabs = (np.asarray(v) for v in jax.jit(tlj.slogdet)(a))
+    np.testing.assert_array_equal(sign, [(d > 0) - (d < 0) for d in exact])
+    ok = sign != 0
+    assert ok.sum() == count - 50 and (logabs[~ok] == -np.inf).all()
+    reference = np.array([exact_logabs(d) for d in np.array(exact)[ok]])
+    # absolute error: a few ulps of the scale's log (up to 2 emax ln 2) that cancels with log|det'|
+    np.testing.assert_allclose(logabs[ok], reference, rtol=8 * eps, atol=8 * eps * emax)
+    np.testing.assert_allclose(np.asarray(jax.jit(tlj.det)(a)), [to_float(d) for d in exact], rtol=8 * eps)
+
+    # Residuals of the unscaled problem (A's products over- and underflow): with A = L B R,
+    # X = A^-1 gives B (R X L) = I, and A y = c gives B (R y) = L^-1 c -- exactly rescaled.
+    b = b[ok].astype(dtype).astype(np.float64)
+    left, right = left[ok], right[ok]
+    x = np.ldexp(np.asarray(jax.jit(tlj.inv)(a[ok])).astype(np.float64), right[:, :, None] + left[:, None, :])
+    residual = np.abs(np.einsum("bij,bjk->bik", b, x) - np.eye(2))
+    assert (residual <= 8 * eps * np.einsum("bij,bjk->bik", np.abs(b), np.abs(x))).all()
+    c = rng.standard_normal((count, 2, 3)).astype(dtype)
+    y = np.asarray(jax.jit(tlj.solve)(a, c)).astype(np.float64)
+    assert np.isnan(y[~ok]).all()
+    y = np.ldexp(y[ok], right[:, :, None])
+    residual = np.abs(np.einsum("bij,bjk->bik", b, y) - np.ldexp(c[ok].astype(np.float64), -left[:, :, None]))
+    assert (residual <= 8 * eps * np.einsum("bij,bjk->bik", np.abs(b), np.abs(y))).all()
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [1, 2])
 def test_same_results_as_the_kernels(dtype, n):
