@@ -105,7 +105,8 @@ def slater(n, one_electron: bool, seed=0):
     return orbitals
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 16, 32])
+# n = 1, 2: the closed forms; 3, 8: compile-time-size kernels; 32: a run-time-size one
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 32])
 @pytest.mark.parametrize("one_electron", [True, False])
 def test_folx_laplacian_equals_hessian_trace(n, one_electron):
     orbitals = slater(n, one_electron, seed=n)
