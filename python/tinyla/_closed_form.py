@@ -147,10 +147,9 @@ class _Scaled:
         # the range; r_i c_j (clamped, below) is in range for every entry that is not negligible.
         self.log2c = [_log2_range_scale([row[j] + lr for row, lr in zip(fields, self.log2r)], self.real, clamp=False)
                       for j in range(n)]
-        self.log2f = [[lr + lc for lc in self.log2c] for lr in self.log2r]
+        self.f = [[_pow2(lr + lc, self.real) for lc in self.log2c] for lr in self.log2r]  # r_i c_j
         self.log2_scale = sum(self.log2r) + sum(self.log2c)
-        self.m = [[_mul_real(x, _pow2(lf, self.real)) for x, lf in zip(row, lfs)]  # A', by entry
-                  for row, lfs in zip(entries, self.log2f)]
+        self.m = [[_mul_real(x, f) for x, f in zip(row, fs)] for row, fs in zip(entries, self.f)]  # A
         if n == 1:
             self.det = self.m[0][0]
         else:
@@ -168,7 +167,7 @@ class _Scaled:
         det' == 0, then multiplies (XLA's CPU fusion recomputes a shared subexpression for
         every use inside a plane, so each is used once)."""
         q = 1 / jnp.where(self.det == 0, jnp.full_like(self.det, np.nan), self.det)
-        f = [[_pow2(lf, self.real) for lf in row] for row in self.log2f]
+        f = self.f
         if len(self.m) == 1:
             return [[_mul_real(q, f[0][0])]]
         (a_, b_), (c_, d_) = self.m
