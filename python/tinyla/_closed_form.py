@@ -157,7 +157,10 @@ class _Scaled:
             self.det = _diff_of_products(a_, d_, b_, c_)
 
     def logabsdet(self):
-        return jnp.log(jnp.abs(self.det)) - self.log2_scale.astype(self.real) * np.asarray(_LN2, self.real)
+        mag = jnp.abs(self.det)
+        if jnp.iscomplexobj(self.det):  # a NaN part beside an infinite one is NaN, as in the kernels
+            mag = jnp.where(jnp.isnan(self.det), jnp.full_like(mag, np.nan), mag)
+        return jnp.log(mag) - self.log2_scale.astype(self.real) * np.asarray(_LN2, self.real)
 
     def determinant(self):
         return _times_pow2(self.det, -self.log2_scale)

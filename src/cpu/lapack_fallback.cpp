@@ -53,12 +53,8 @@ TINYLA_LAPACK_BIND(z, std::complex<double>)
 template <class T> struct kernel_element { using type = T; };
 template <class R> struct kernel_element<std::complex<R>> { using type = kern::cplx<R>; };
 
+// Any NaN part, also beside an infinite one (as the fast path's det_accum).
 template <class T> bool is_nan(T x) { return x != x; }
-// C99 Annex G: a NaN part beside an infinite one makes an infinity, not a NaN
-// (as in the fast path's unit_phase and modulus).
-template <class R> bool is_nan(std::complex<R> x) {
-  return (x != x) && !std::isinf(x.real()) && !std::isinf(x.imag());
-}
 
 // dst (cols x rows, row-major) = transpose of src (rows x cols, row-major).
 template <class T> void transpose(const T* src, T* dst, int rows, int cols) {

@@ -49,7 +49,11 @@ template <class E> struct det_accum {
     L mag, lifted = L(0);
     if constexpr (element_traits<E>::is_complex) {
       lifted = lift_subnormal(pivot);  // else |pivot| would round to a subnormal
-      mag = modulus(pivot);
+      // A NaN part makes the determinant NaN even beside an infinite part (which
+      // modulus, as C99's cabs, counts as an infinity): elimination cannot tell
+      // a NaN entry carried next to an inf from inf - inf, and numpy says NaN.
+      mag = select(is_nan(pivot.re) | is_nan(pivot.im), L(std::numeric_limits<real_of<L>>::quiet_NaN()),
+                   modulus(pivot));
       sign = select(mag == L(0), sign, sign * unit_phase(pivot));
     } else {
       mag = absval(pivot);

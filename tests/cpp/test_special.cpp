@@ -3,6 +3,7 @@
 // closed forms (n = 1, 2) and the LAPACK path (n > 32).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "reference.hpp"
@@ -96,27 +97,36 @@ TYPED_TEST(Special, NanEntriesPoisonOnlyTheirMatrix) {
       }
     }
   }
-  // A complex NaN part beside an infinite one is an infinity (C99 Annex G): |x| = inf and the
-  // phase is the infinite part's direction, in either order. The fuzz harness found
-  // (NaN, inf) giving NaN where (inf, NaN) gave 1.
+  // A complex entry with a NaN part is a NaN also beside an infinite part, at every n (the
+  // elimination cannot tell such an entry, carried forward, from inf - inf). The fuzz harness
+  // found (NaN, inf) and (inf, NaN) giving different answers, then a NaN entry elsewhere in the
+  // matrix meeting an inf one in a pivot: logabsdet +inf where numpy's is NaN (that matrix below).
   if constexpr (is_complex<T>) {
     const R inf = std::numeric_limits<R>::infinity();
     for (int n : sizes) {
-      // n = 2: ad - bc, a complex product with an infinite factor has NaN parts (inf * 0);
-      // n > 32: OpenBLAS's complex arithmetic decides.
-      if (n == 2 || n > 32) continue;
-      const std::pair<T, T> cases[] = {{T(inf, nan), T(1, 0)}, {T(-inf, nan), T(-1, 0)}, {T(nan, inf), T(0, 1)},
-                                       {T(nan, -inf), T(0, -1)}};
-      for (const auto& [entry, phase] : cases) {
+      for (const T entry : {T(inf, nan), T(-inf, nan), T(nan, inf), T(nan, -inf), T(nan, 1), T(1, nan)}) {
         std::vector<T> a(size_t(n) * n, T(0));
         for (int i = 0; i < n; ++i) a[i * n + i] = i == n / 2 ? entry : T(2);
         T sign;
         R logabs;
         ASSERT_EQ(slogdet(1, n, a.data(), &sign, &logabs), TINYLA_OK);
-        EXPECT_EQ(sign, phase) << n << " " << entry;
-        EXPECT_EQ(logabs, inf) << n << " " << entry;
+        EXPECT_TRUE(isnan_any(sign) && std::isnan(logabs)) << n << " " << entry << ": " << sign << " " << logabs;
       }
     }
+    const auto h = [](const char* hex) { return R(std::strtod(hex, nullptr)); };
+    const T found[9] = {T(h("-0x1.3c3c3c3p+61"), h("-0x1.09df122340eaep-25")),
+                        T(h("-0x1.c7db5c0f1413ap-25"), h("-0x1.6fe127a2b018cp-25")),
+                        T(h("0x1.0fea77d390274p-25"), h("0x1.aef02b012ad6cp-25")),
+                        T(h("-0x1.000000000c3c3p-943"), h("-0x1.4f74eece3923p-25")),
+                        T(h("-0x1.1882c48dbd7fp-25"), h("0x1.77f536cffd0f8p-27")),
+                        T(nan, h("-0x1.d1f2b4d4caf23p-25")),
+                        T(h("0x1.9a266a3e8d7dp-26"), h("0x0.000000000ffffp-1022")),
+                        T(h("0x1.1a8af0346b9eep-25"), h("0x1.9ad6743bc15d2p-25")),
+                        T(h("0x1.91104bcf7e7f8p-26"), inf)};
+    T sign;
+    R logabs;
+    ASSERT_EQ(slogdet(1, 3, found, &sign, &logabs), TINYLA_OK);
+    EXPECT_TRUE(isnan_any(sign) && std::isnan(logabs)) << sign << " " << logabs;
   }
 }
 
@@ -146,15 +156,20 @@ TYPED_TEST(Special, InfEntriesNeverGiveFiniteLogabsdet) {
       }
     }
   }
-  // A diagonal matrix with one infinite entry: det = +-inf exactly.
+  // A diagonal matrix with one infinite entry: det = +-inf exactly. Except for complex n = 2:
+  // ad - bc multiplies -inf by d's zero imaginary part, a NaN part, so NaN (as any NaN part).
   for (int n : sizes) {
     std::vector<T> a(size_t(n) * n, T(0));
     for (int i = 0; i < n; ++i) a[i * n + i] = T(i == 0 ? -inf : 2);
     T sign;
     R logabs;
     ASSERT_EQ(slogdet(1, n, a.data(), &sign, &logabs), TINYLA_OK);
-    EXPECT_EQ(logabs, inf) << n;
-    EXPECT_EQ(sign, T(-1)) << n;
+    if (is_complex<T> && n == 2) {
+      EXPECT_TRUE(isnan_any(sign) && std::isnan(logabs)) << sign << " " << logabs;
+    } else {
+      EXPECT_EQ(logabs, inf) << n;
+      EXPECT_EQ(sign, T(-1)) << n;
+    }
   }
 }
 

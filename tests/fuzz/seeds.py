@@ -60,6 +60,15 @@ def seeds():
     out["f64_one_to_nine"] = seed(F64, 3, IDENTITY, overrides=[(i, RAW, float(i + 1)) for i in range(9)])
     # Rows spanning the exponent range at n = 2: [[1e-300, 1e300], [2e-300, 1e300]].
     out["f64_2x2_spanning"] = seed(F64, 2, IDENTITY, overrides=[(0, RAW, 1e-300), (1, RAW, 1e300), (2, RAW, 2e-300), (3, RAW, 1e300)])
+    # A NaN entry and an infinite one meeting in a pivot (NaN, inf): gave logabsdet +inf.
+    h = float.fromhex
+    found = [(h("-0x1.3c3c3c3p+61"), h("-0x1.09df122340eaep-25")), (h("-0x1.c7db5c0f1413ap-25"), h("-0x1.6fe127a2b018cp-25")),
+             (h("0x1.0fea77d390274p-25"), h("0x1.aef02b012ad6cp-25")), (h("-0x1.000000000c3c3p-943"), h("-0x1.4f74eece3923p-25")),
+             (h("-0x1.1882c48dbd7fp-25"), h("0x1.77f536cffd0f8p-27")), (float("nan"), h("-0x1.d1f2b4d4caf23p-25")),
+             (h("0x1.9a266a3e8d7dp-26"), h("0x0.000000000ffffp-1022")), (h("0x1.1a8af0346b9eep-25"), h("0x1.9ad6743bc15d2p-25")),
+             (h("0x1.91104bcf7e7f8p-26"), float("inf"))]
+    out["c128_nan_meets_inf"] = seed(C128, 3, IDENTITY, overrides=[
+        (i, RAW | part, v) for i, z in enumerate(found) for part, v in ((0, z[0]), (IMAG, z[1]))])
     return out
 
 
