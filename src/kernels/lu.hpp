@@ -52,8 +52,8 @@ template <class E> struct det_accum {
       // A NaN part makes the determinant NaN even beside an infinite part (which
       // modulus, as C99's cabs, counts as an infinity): elimination cannot tell
       // a NaN entry carried next to an inf from inf - inf, and numpy says NaN.
-      mag = select(is_nan(pivot.re) | is_nan(pivot.im), L(std::numeric_limits<real_of<L>>::quiet_NaN()),
-                   modulus(pivot));
+      const auto nan_re = is_nan(pivot.re), nan_im = is_nan(pivot.im);  // named: no || for bool lanes
+      mag = select(nan_re | nan_im, L(std::numeric_limits<real_of<L>>::quiet_NaN()), modulus(pivot));
       sign = select(mag == L(0), sign, sign * unit_phase(pivot));
     } else {
       mag = absval(pivot);

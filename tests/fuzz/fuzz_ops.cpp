@@ -10,7 +10,7 @@
 //       identity, uniform with row 1 = 2 x row 0)
 //   [5..12] seed of the base   [13] scale: every entry times 2^(8 * int8)
 //   then overrides, 11 bytes each: entry index (uint16, mod the entry count), kind, 8 payload
-//   bytes. kind mod 3: 0 the payload's bits as the real type, 1 a special value
+//   bytes. (kind & 3) mod 3: 0 the payload's bits as the real type, 1 a special value
 //   (palette[payload[0]]), 2 a small integer payload[0] mod 7 - 3; kind & 4: the imaginary part.
 #include <cstdio>
 #include <cstdlib>
@@ -81,8 +81,9 @@ template <class T> std::vector<T> make_input(reader& in, int64_t batch, int n, s
     const uint8_t kind = in.byte();
     const auto payload = in.value<uint64_t>();
     R x;
-    if (kind % 3 == 0) std::memcpy(&x, &payload, sizeof(R));
-    else if (kind % 3 == 1) x = special<R>(uint8_t(payload));
+    const int value = (kind & 3) % 3;  // apart from bit 2 (the part)
+    if (value == 0) std::memcpy(&x, &payload, sizeof(R));
+    else if (value == 1) x = special<R>(uint8_t(payload));
     else x = R(int(payload % 7) - 3);
     if constexpr (is_complex<T>) a[at] = kind & 4 ? T(a[at].real(), x) : T(x, a[at].imag());
     else a[at] = x;
