@@ -14,18 +14,19 @@ enum class dtype : int { f32 = 0, f64 = 1, c64 = 2, c128 = 3 };
 enum class op : int { slogdet, det, inv, solve, slogdet_inv };
 
 // Pointers are to the whole batch; a backend may process any sub-range
-// [begin, end) of matrices. Unused outputs are null.
+// [begin, end) of matrices. Unused outputs are null. Built with designated
+// initializers, naming only what the op uses.
 struct job {
-  op kind;
-  std::int64_t batch, n, nrhs;
-  const void* a;       // (batch, n, n)
-  const void* b;       // (batch, n, nrhs) for solve
-  void* x;             // inverse (batch, n, n) or solution (batch, n, nrhs)
-  void* sign;          // (batch) real sign or complex phase
-  void* logabsdet;     // (batch) real
-  void* det;           // (batch) element type
-  std::int32_t* info;  // (batch), nullable
-  bool transpose_x = false;  // inv / slogdet_inv: write x[b][j][i] = (A_b^-1)[i][j]
+  op kind = op::slogdet;
+  std::int64_t batch = 0, n = 0, nrhs = 0;
+  const void* a = nullptr;       // (batch, n, n)
+  const void* b = nullptr;       // (batch, n, nrhs) for solve
+  void* x = nullptr;             // inverse (batch, n, n) or solution (batch, n, nrhs)
+  void* sign = nullptr;          // (batch) real sign or complex phase
+  void* logabsdet = nullptr;     // (batch) real
+  void* det = nullptr;           // (batch) element type
+  std::int32_t* info = nullptr;  // (batch), nullable
+  bool transpose_x = false;      // inv / slogdet_inv: write x[b][j][i] = (A_b^-1)[i][j]
 };
 
 constexpr int element_bytes(dtype t) {

@@ -2,8 +2,8 @@
 // buffers onto tinyla's C API. Every leading dimension is batch; the last two
 // are the matrix (row-major, XLA's default layout), so a (walkers, dets, n, n)
 // array is one call. tinyla.jax checks shapes and dtypes at trace time; the
-// checks here only turn a misuse of the raw targets into an error instead of a
-// wrong read.
+// checks here (operands and results) turn a misuse of the raw targets into an
+// error instead of a wrong read or write.
 //
 // A platform supplies Calls: the C API's ops as c_<op><T>(...) members (the
 // GPU's bound to XLA's stream), prepare_output(buffer), and why() (a detail
@@ -13,6 +13,7 @@
 
 #include <complex>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "tinyla/tinyla.hpp"
@@ -55,6 +56,62 @@ template <class F> ffi::Error by_element_type(ffi::DataType t, const char* op, F
   }
 }
 
+inline const char* type_name(ffi::DataType t) {
+  switch (t) {
+    case ffi::DataType::F32: return "float32";
+    case ffi::DataType::F64: return "float64";
+    case ffi::DataType::C64: return "complex64";
+    case ffi::DataType::C128: return "complex128";
+    default: return "another element type";
+  }
+}
+
+inline ffi::DataType real_type(ffi::DataType t) {
+  return t == ffi::DataType::C64 ? ffi::DataType::F32 : t == ffi::DataType::C128 ? ffi::DataType::F64 : t;
+}
+
+// What an output must be: `like`'s first `rank` dimensions (all of them, or the
+// batch only) and the element type `type`.
+struct output_spec {
+  const ffi::AnyBuffer& buffer;
+  const char* name;
+  ffi::AnyBuffer::Dimensions like;
+  std::size_t rank;
+  ffi::DataType type;
+};
+
+// The targets are registered process-wide (jax.ffi.ffi_call reaches them with any result
+// shapes), and a smaller buffer than the op writes would be written past its end, so every
+// output is checked as XLA's own handlers do. An `a` of rank < 2 is reported by on_matrices.
+inline ffi::Error check_outputs(const ffi::AnyBuffer& a, const char* op, std::initializer_list<output_spec> outputs) {
+  if (a.dimensions().size() < 2) return ffi::Error::Success();
+  for (const output_spec& o : outputs) {
+    const auto d = o.buffer.dimensions();
+    bool ok = o.buffer.element_type() == o.type && d.size() == o.rank && o.like.size() >= o.rank;
+    for (std::size_t i = 0; ok && i < o.rank; ++i) ok = d[i] == o.like[i];
+    if (!ok) {
+      std::string want = "(";
+      for (std::size_t i = 0; i < o.rank; ++i) want += (i ? ", " : "") + std::to_string(o.like[i]);
+      want += o.rank == 1 ? ",)" : ")";
+      return ffi::Error::InvalidArgument(std::string("tinyla_") + op + ": result " + o.name + " must be " +
+                                         type_name(o.type) + " of shape " + want + ", got " +
+                                         type_name(o.buffer.element_type()) + " of shape " + shape_string(d));
+    }
+  }
+  return ffi::Error::Success();
+}
+
+// The outputs of the slogdet-family: sign (a's type) and logabsdet (its real type), per matrix.
+inline output_spec sign_output(const ffi::AnyBuffer& a, const ffi::AnyBuffer& sign) {
+  return {sign, "sign", a.dimensions(), a.dimensions().size() - 2, a.element_type()};
+}
+inline output_spec logabsdet_output(const ffi::AnyBuffer& a, const ffi::AnyBuffer& logabsdet) {
+  return {logabsdet, "logabsdet", a.dimensions(), a.dimensions().size() - 2, real_type(a.element_type())};
+}
+inline output_spec matrices_output(const ffi::AnyBuffer& a, const ffi::AnyBuffer& x, const char* name) {
+  return {x, name, a.dimensions(), a.dimensions().size(), a.element_type()};
+}
+
 template <class T> T* data(ffi::AnyBuffer& b) { return static_cast<T*>(b.untyped_data()); }
 template <class T> const T* data(const ffi::AnyBuffer& b) { return static_cast<const T*>(b.untyped_data()); }
 
@@ -80,6 +137,8 @@ template <class Calls, class... Ctx>
 ffi::Error slogdet_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> sign,
                         ffi::Result<ffi::AnyBuffer> logabsdet) {
   const Calls c{ctx...};
+  if (auto e = check_outputs(a, "slogdet", {sign_output(a, *sign), logabsdet_output(a, *logabsdet)}); e.failure())
+    return e;
   return on_matrices(c, a, "slogdet", [&](auto t, square_batch m) {
     using T = decltype(t);
     return c.template slogdet<T>(m.batch, m.n, data<T>(a), data<T>(*sign), data<real_t<T>>(*logabsdet));
@@ -89,6 +148,9 @@ ffi::Error slogdet_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer
 template <class Calls, class... Ctx>
 ffi::Error det_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> det) {
   const Calls c{ctx...};
+  if (auto e = check_outputs(a, "det", {{*det, "det", a.dimensions(), a.dimensions().size() - 2, a.element_type()}});
+      e.failure())
+    return e;
   return on_matrices(c, a, "det", [&](auto t, square_batch m) {
     using T = decltype(t);
     return c.template det<T>(m.batch, m.n, data<T>(a), data<T>(*det));
@@ -99,8 +161,10 @@ ffi::Error det_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> de
 template <class Calls, bool Transposed, class... Ctx>
 ffi::Error inv_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> inverse) {
   const Calls c{ctx...};
+  const char* op = Transposed ? "inv_transposed" : "inv";
+  if (auto e = check_outputs(a, op, {matrices_output(a, *inverse, "inverse")}); e.failure()) return e;
   c.prepare_output(*inverse);
-  return on_matrices(c, a, Transposed ? "inv_transposed" : "inv", [&](auto t, square_batch m) {
+  return on_matrices(c, a, op, [&](auto t, square_batch m) {
     using T = decltype(t);
     return c.template inv<T>(m.batch, m.n, data<T>(a), data<T>(*inverse), Transposed);
   });
@@ -117,6 +181,7 @@ ffi::Error solve_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Resul
     return ffi::Error::InvalidArgument("tinyla_solve: b must have shape (..., n, nrhs) with a's leading "
                                        "dimensions and element type; got a " +
                                        shape_string(da) + ", b " + shape_string(db));
+  if (auto e = check_outputs(a, "solve", {matrices_output(b, *x, "x")}); e.failure()) return e;
   c.prepare_output(*x);
   return on_matrices(c, a, "solve", [&](auto t, square_batch m) {
     using T = decltype(t);
@@ -129,8 +194,13 @@ template <class Calls, bool Transposed, class... Ctx>
 ffi::Error slogdet_inv_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> sign,
                             ffi::Result<ffi::AnyBuffer> logabsdet, ffi::Result<ffi::AnyBuffer> inverse) {
   const Calls c{ctx...};
+  const char* op = Transposed ? "slogdet_inv_transposed" : "slogdet_inv";
+  if (auto e = check_outputs(a, op, {sign_output(a, *sign), logabsdet_output(a, *logabsdet),
+                                     matrices_output(a, *inverse, "inverse")});
+      e.failure())
+    return e;
   c.prepare_output(*inverse);
-  return on_matrices(c, a, Transposed ? "slogdet_inv_transposed" : "slogdet_inv", [&](auto t, square_batch m) {
+  return on_matrices(c, a, op, [&](auto t, square_batch m) {
     using T = decltype(t);
     return c.template slogdet_inv<T>(m.batch, m.n, data<T>(a), data<T>(*sign), data<real_t<T>>(*logabsdet),
                                      data<T>(*inverse), Transposed);

@@ -55,15 +55,18 @@ std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_o
   for (size_t i = 0; i < b2.size(); ++i) b2[i] = rhs2[i % rhs2.size()] * R(1 + int(i % 3));
   const tinyla::dtype t = dtype_of<T>();
   const tinyla::job jobs[] = {
-      {op::slogdet, batch, n, 0, a.data(), nullptr, nullptr, sign.data(), logabs.data(), nullptr, nullptr},
-      {op::det, batch, n, 0, a.data(), nullptr, nullptr, nullptr, nullptr, d.data(), nullptr},
-      {op::inv, batch, n, 0, a.data(), nullptr, x.data(), nullptr, nullptr, nullptr, info.data()},
-      {op::solve, batch, n, n, a.data(), rhs.data(), sol.data(), nullptr, nullptr, nullptr, info_s.data()},
-      {op::solve, batch, n, wide, a.data(), b2.data(), sol2.data(), nullptr, nullptr, nullptr, info_s2.data()},
-      {op::slogdet_inv, batch, n, 0, a.data(), nullptr, x2.data(), sign2.data(), logabs2.data(), nullptr, nullptr},
-      {op::slogdet_inv, batch, n, 0, a.data(), nullptr, x3.data(), sign3.data(), logabs3.data(), nullptr, nullptr,
-       true},
-      {op::inv, batch, n, 0, a.data(), nullptr, x4.data(), nullptr, nullptr, nullptr, nullptr, true},
+      {.kind = op::slogdet, .batch = batch, .n = n, .a = a.data(), .sign = sign.data(), .logabsdet = logabs.data()},
+      {.kind = op::det, .batch = batch, .n = n, .a = a.data(), .det = d.data()},
+      {.kind = op::inv, .batch = batch, .n = n, .a = a.data(), .x = x.data(), .info = info.data()},
+      {.kind = op::solve, .batch = batch, .n = n, .nrhs = n, .a = a.data(), .b = rhs.data(), .x = sol.data(),
+       .info = info_s.data()},
+      {.kind = op::solve, .batch = batch, .n = n, .nrhs = wide, .a = a.data(), .b = b2.data(), .x = sol2.data(),
+       .info = info_s2.data()},
+      {.kind = op::slogdet_inv, .batch = batch, .n = n, .a = a.data(), .x = x2.data(), .sign = sign2.data(),
+       .logabsdet = logabs2.data()},
+      {.kind = op::slogdet_inv, .batch = batch, .n = n, .a = a.data(), .x = x3.data(), .sign = sign3.data(),
+       .logabsdet = logabs3.data(), .transpose_x = true},
+      {.kind = op::inv, .batch = batch, .n = n, .a = a.data(), .x = x4.data(), .transpose_x = true},
   };
   for (const auto& jb : jobs) EXPECT_EQ(run(t, jb), TINYLA_OK) << "op " << int(jb.kind);
   // Bits must match exactly, except that a NaN's payload and sign depend on

@@ -82,7 +82,7 @@ TYPED_TEST(GpuKernels, PlansRespectLaunchBoundsAndBudgets) {
   for (auto kind : {tinyla::op::slogdet, tinyla::op::inv, tinyla::op::solve}) {
     for (int64_t n : {0, 1, 2, 3, 5, 6, 7, 8, 9, 16, 31, 32, 33, 77, 78, 100, 129, 1000, 11000}) {
       for (int64_t batch : {int64_t(1), int64_t(1000), int64_t(1) << 40}) {
-        const tinyla::job jb{kind, batch, n, 4};
+        const tinyla::job jb{.kind = kind, .batch = batch, .n = n, .nrhs = 4};
         const kern::launch_plan p = kern::plan_launch<E>(jb);
         SCOPED_TRACE("op " + std::to_string(int(kind)) + " n=" + std::to_string(n) + " batch=" + std::to_string(batch));
         EXPECT_LE(p.block_threads, p.per_thread ? kern::max_per_thread_block : kern::max_team_block);
@@ -112,7 +112,7 @@ TYPED_TEST(GpuKernels, PerThreadKernelAsPlannedMatchesCpu) {
   using T = TypeParam;
   for (int n : {1, 3, 8}) {
     SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
-    const tinyla::job probe{tinyla::op::slogdet, 1, n, 0};
+    const tinyla::job probe{.kind = tinyla::op::slogdet, .batch = 1, .n = n};
     const int64_t batch = 2 * kern::plan_launch<element_of<T>>(probe).block_threads + 7;
     EXPECT_TRUE(run_all_ops<T>(n, batch, emulated_gpu<T>(2)) == run_all_ops<T>(n, batch));
   }
@@ -149,7 +149,7 @@ TYPED_TEST(GpuKernels, TeamKernelWithGlobalWorkspaceMatchesCpu) {
   for (int n : {9, 20}) {
     SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
     const kern::plan_options o{.shared_budget = 256};  // less than one matrix
-    tinyla::job probe{tinyla::op::slogdet, 23, n, 0};
+    const tinyla::job probe{.kind = tinyla::op::slogdet, .batch = 23, .n = n};
     ASSERT_GT(kern::plan_launch<element_of<T>>(probe, o).workspace_bytes, 0);
     EXPECT_TRUE(run_all_ops<T>(n, 23, emulated_gpu<T>(3, o)) == run_all_ops<T>(n, 23));
   }
@@ -165,8 +165,8 @@ TYPED_TEST(GpuKernels, LargeNAsAccurateAsLapack) {
   const auto a = make_batch<T>(kind::random, batch, n, 99);
   std::vector<T> sign(batch), x(a.size());
   std::vector<R> logabs(batch);
-  const tinyla::job jb{tinyla::op::slogdet_inv, batch, n, 0, a.data(), nullptr, x.data(), sign.data(), logabs.data(),
-                       nullptr, nullptr};
+  const tinyla::job jb{.kind = tinyla::op::slogdet_inv, .batch = batch, .n = n, .a = a.data(), .x = x.data(),
+                       .sign = sign.data(), .logabsdet = logabs.data()};
   ASSERT_EQ(emulated_gpu<T>(2)(dtype_of<T>(), jb), TINYLA_OK);
   for (int64_t b = 0; b < batch; ++b) {
     const auto wide = wide_lu(a.data() + b * n * n, n, true);

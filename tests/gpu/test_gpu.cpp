@@ -148,8 +148,9 @@ template <class T> void every_op_on_the_stand_in(int64_t n, void* stream, std::s
   for (op kind : {op::slogdet, op::det, op::inv, op::solve, op::slogdet_inv})
     for (bool transposed : {false, true}) {
       if (transposed && kind != op::inv && kind != op::slogdet_inv) continue;
-      tinyla::job jb{kind, batch, n, kind == op::solve ? nrhs : 0, a.data(), b.data(), x.data(), s.data(),
-                     logabs.data(), s.data(), info.data(), transposed};
+      tinyla::job jb{.kind = kind, .batch = batch, .n = n, .nrhs = kind == op::solve ? nrhs : 0, .a = a.data(),
+                     .b = b.data(), .x = x.data(), .sign = s.data(), .logabsdet = logabs.data(), .det = s.data(),
+                     .info = info.data(), .transpose_x = transposed};
       if (kind == op::det) jb.sign = jb.logabsdet = nullptr, jb.info = nullptr;
       if (kind != op::det) jb.det = nullptr;
       const auto plan = kern::plan_launch<kern_element<T>>(jb);
@@ -264,8 +265,8 @@ TYPED_TEST(Device, LargeNAsAccurateAsLapack) {
     const auto a = make_batch<T>(kind::random, batch, n, 5 * n);
     std::vector<T> sign(batch), x(a.size());
     std::vector<R> logabs(batch);
-    const tinyla::job jb{op::slogdet_inv, batch, n, 0, a.data(), nullptr, x.data(), sign.data(), logabs.data(),
-                         nullptr, nullptr};
+    const tinyla::job jb{.kind = op::slogdet_inv, .batch = batch, .n = n, .a = a.data(), .x = x.data(),
+                         .sign = sign.data(), .logabsdet = logabs.data()};
     ASSERT_EQ(on_gpu<T>(nullptr)(dtype_of<T>(), jb), TINYLA_OK) << tinyla_gpu_last_error();
     for (int64_t b = 0; b < batch; ++b) {
       const auto wide = wide_lu(a.data() + b * n * n, n, true);

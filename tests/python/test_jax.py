@@ -80,6 +80,30 @@ def test_errors_name_the_op_and_the_shape():
         tlj.solve(jnp.eye(2), [1.0, 2.0])
 
 
+def test_raw_targets_check_their_results():
+    """The FFI targets are registered process-wide: jax.ffi.ffi_call with results of the wrong
+    shape or dtype gets an error naming the result, never a write past a buffer's end."""
+    a = jnp.eye(3)[None].repeat(4, 0) * 2
+    f64, c128 = jnp.float64, jnp.complex128
+
+    def call(target, results, *args):
+        return jax.ffi.ffi_call(target, [jax.ShapeDtypeStruct(s, d) for s, d in results])(*args)
+
+    sign, logabsdet = call("tinyla_slogdet", [((4,), f64), ((4,), f64)], a)  # the right results work
+    np.testing.assert_allclose(np.asarray(logabsdet), 3 * np.log(2), rtol=1e-15)
+    bad = [("tinyla_slogdet", [((4,), f64), ((3,), f64)], (a,), "result logabsdet must be float64 of shape \\(4,\\)"),
+           ("tinyla_slogdet", [((4,), f64), ((4, 1), f64)], (a,), "result logabsdet .* got float64 of shape \\(4, 1\\)"),
+           ("tinyla_det", [((4,), c128)], (a,), "result det must be float64 .* got complex128"),
+           ("tinyla_inv", [((4, 3, 2), f64)], (a,), "result inverse must be float64 of shape \\(4, 3, 3\\)"),
+           ("tinyla_inv_transposed", [((4, 9), f64)], (a,), "result inverse"),
+           ("tinyla_solve", [((4, 3, 1), f64)], (a, jnp.ones((4, 3, 2))), "result x must be float64 of shape \\(4, 3, 2\\)"),
+           ("tinyla_slogdet_inv", [((4,), f64), ((4,), jnp.float32), ((4, 3, 3), f64)], (a,), "result logabsdet must be float64"),
+           ("tinyla_slogdet_inv_transposed", [((4,), f64), ((4,), f64), ((3, 3), f64)], (a,), "result inverse")]
+    for target, results, args, message in bad:
+        with pytest.raises(Exception, match=f"{target}: {message}"):
+            jax.block_until_ready(call(target, results, *args))
+
+
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
 def test_half_precision_computes_in_float32(dtype, n):
