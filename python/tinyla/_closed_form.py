@@ -26,9 +26,7 @@ import numpy as np
 import jax.numpy as jnp
 from jax import lax
 
-
-def _real_dtype(dt) -> np.dtype:
-    return np.finfo(dt).dtype
+from tinyla._common import real_dtype
 
 
 def _float_layout(real):
@@ -56,7 +54,7 @@ def _pow2(k, real):
 def _times_pow2(x, k):
     """x 2^k for integers k of either sign beyond the exponent range (three factors, each a
     normal power of two; the result over- or underflows only where x 2^k does)."""
-    real = _real_dtype(x.dtype)
+    real = real_dtype(x.dtype)
     _, _, bias = _float_layout(real)
     k = jnp.clip(k, np.int32(-3 * (bias - 1)), np.int32(3 * (bias - 1)))
     k1 = k // 3
@@ -109,7 +107,7 @@ def unit(z):
     """Sign (real) or phase z / |z| (complex, computed on z scaled into range); 0 for 0."""
     if not jnp.iscomplexobj(z):
         return jnp.sign(z)
-    real = _real_dtype(z.dtype)
+    real = real_dtype(z.dtype)
     zs = _mul_real(z, _pow2(_log2_range_scale([_exponent_field(z)], real), real))
     return jnp.where(z == 0, jnp.zeros_like(z), zs / jnp.abs(zs).astype(z.dtype))
 
@@ -139,7 +137,7 @@ class _Scaled:
 
     def __init__(self, a):
         n = a.shape[-1]
-        self.real = _real_dtype(a.dtype)
+        self.real = real_dtype(a.dtype)
         entries = [[a[..., i, j] for j in range(n)] for i in range(n)]
         fields = [[_exponent_field(x) for x in row] for row in entries]
         self.log2r = [_log2_range_scale(row, self.real) for row in fields]
@@ -181,7 +179,7 @@ class _Scaled:
 def _slogdet(a):
     if a.shape[-1] == 0:
         batch = a.shape[:-2]
-        return jnp.ones(batch, a.dtype), jnp.zeros(batch, _real_dtype(a.dtype))
+        return jnp.ones(batch, a.dtype), jnp.zeros(batch, real_dtype(a.dtype))
     q = _Scaled(a)
     return unit(q.det), q.logabsdet()
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import enum
 import os
 
 import numpy as np
@@ -41,7 +42,15 @@ lib.tinyla_cpu_backend.argtypes = []
 lib.tinyla_cpu_backend.restype = ctypes.c_char_p
 
 SUPPORTED = tuple(_SUFFIX)  # the element types with kernels
-_INVALID_ARGUMENT, _OUT_OF_MEMORY = 1, 3
+
+
+class Status(enum.IntEnum):
+    """tinyla_status of include/tinyla/tinyla.h (C ABI; a test compares the two)."""
+    OK = 0
+    INVALID_ARGUMENT = 1
+    UNSUPPORTED = 2
+    OUT_OF_MEMORY = 3
+    BACKEND_ERROR = 4
 
 
 def call(op: str, dtype: np.dtype, batch: int, n: int, *arrays) -> None:
@@ -52,6 +61,6 @@ def call(op: str, dtype: np.dtype, batch: int, n: int, *arrays) -> None:
     status = f(batch, n, *args)  # ctypes releases the GIL for the call
     if status:
         message = f"tinyla_{op}: {lib.tinyla_status_string(status).decode()} (batch={batch}, n={n})"
-        if status == _OUT_OF_MEMORY:
+        if status == Status.OUT_OF_MEMORY:
             raise MemoryError(message)
-        raise (ValueError if status == _INVALID_ARGUMENT else RuntimeError)(message)
+        raise (ValueError if status == Status.INVALID_ARGUMENT else RuntimeError)(message)

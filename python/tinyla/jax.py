@@ -44,7 +44,6 @@ import functools
 import operator
 import os
 import warnings
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -55,20 +54,10 @@ from jax.interpreters import batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
 from tinyla import _closed_form, _native
+from tinyla._common import SlogdetInvResult, SlogdetResult, real_dtype, solve_shapes
 
 __all__ = ["slogdet", "det", "inv", "solve", "slogdet_inv", "slogdet_sum", "use_for_jnp", "SlogdetResult",
            "SlogdetInvResult", "GPU_PLATFORMS"]
-
-class SlogdetResult(NamedTuple):
-    sign: jax.Array
-    logabsdet: jax.Array
-
-
-class SlogdetInvResult(NamedTuple):
-    sign: jax.Array
-    logabsdet: jax.Array
-    inverse: jax.Array
-
 
 class UnsupportedDtypeError(TypeError, NotImplementedError):
     """A dtype tinyla has no kernels for (jnp.linalg raises NotImplementedError there)."""
@@ -107,10 +96,6 @@ def _check_square(op: str, a: jax.Array) -> None:
         raise ValueError(f"tinyla.jax.{op}: argument must have shape (..., n, n), got {a.shape}")
 
 
-def _real_dtype(dt) -> np.dtype:
-    return np.finfo(dt).dtype  # float32 for complex64, float64 for complex128
-
-
 # ---- the custom calls: one primitive per op ------------------------------------------------
 # Own primitives rather than jax.ffi.ffi_call, because XLA's partitioners must learn that
 # every leading dimension is batch, which ffi_call cannot say: the lowering attaches a
@@ -141,7 +126,7 @@ GPU_PLATFORMS: tuple[str, ...] = tuple(_gpu_handlers)  # jax platforms with tiny
 
 def _result_types(op: str, avals) -> list[tuple[tuple, np.dtype]]:
     a = avals[0]
-    batch, real = a.shape[:-2], _real_dtype(a.dtype)
+    batch, real = a.shape[:-2], real_dtype(a.dtype)
     if op == "slogdet":
         return [(batch, a.dtype), (batch, real)]
     if op == "det":
@@ -422,16 +407,8 @@ def solve(a, b) -> jax.Array:
     (a, b), result = _inexact("solve", a, b)
     _check_square("solve", a)
     n = a.shape[-1]
-    vector = b.ndim == 1
+    vector, batch = solve_shapes("tinyla.jax.solve", a.shape, b.shape)
     bm = b[:, None] if vector else b
-    if bm.ndim < 2 or bm.shape[-2] != n:
-        raise ValueError(f"tinyla.jax.solve: a has shape {a.shape}, so b must have shape (n,) or (..., n, k) "
-                         f"with n = {n}; got {b.shape}")
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
-    except ValueError:
-        raise ValueError(f"tinyla.jax.solve: batch dimensions of a {a.shape} and b {b.shape} "
-                         "do not broadcast") from None
     # Through one concatenate, so that a and b vary over the same shard_map axes (jnp inserts
     # the casts); XLA folds the slices of the concatenation back into the operands.
     ab = jnp.concatenate([jnp.broadcast_to(a, batch + (n, n)), jnp.broadcast_to(bm, batch + bm.shape[-2:])], -1)

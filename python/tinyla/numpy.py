@@ -26,25 +26,13 @@ singular matrix gives sign 0, logabsdet -inf and a NaN-filled inverse (no error)
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
-
 import numpy as np
 from numpy.linalg import LinAlgError
 
 from tinyla import _native
+from tinyla._common import SlogdetInvResult, SlogdetResult, real_dtype, solve_shapes
 
 __all__ = ["slogdet", "det", "inv", "solve", "slogdet_inv", "SlogdetResult", "SlogdetInvResult", "LinAlgError"]
-
-
-class SlogdetResult(NamedTuple):
-    sign: np.ndarray
-    logabsdet: np.ndarray
-
-
-class SlogdetInvResult(NamedTuple):
-    sign: np.ndarray
-    logabsdet: np.ndarray
-    inverse: np.ndarray
 
 
 def _common_type(*arrays: np.ndarray) -> np.dtype:
@@ -66,10 +54,6 @@ def _common_type(*arrays: np.ndarray) -> np.dtype:
     if complex_:
         return np.dtype(np.complex128 if double else np.complex64)
     return np.dtype(np.float64 if double else np.float32)
-
-
-def _real(t: np.dtype) -> np.dtype:
-    return np.finfo(t).dtype  # float32 for complex64, float64 for complex128
 
 
 def _wrapper(a):
@@ -110,7 +94,7 @@ def _check_singular(info: np.ndarray) -> None:
 def slogdet(a) -> SlogdetResult:
     """Sign (complex: phase) and natural log of |det| of each matrix of a (..., n, n)."""
     a, t = _prepared(a)
-    sign, logabsdet = np.empty(a.shape[:-2], t), np.empty(a.shape[:-2], _real(t))
+    sign, logabsdet = np.empty(a.shape[:-2], t), np.empty(a.shape[:-2], real_dtype(t))
     _native.call("slogdet", t, _batch(a.shape[:-2]), a.shape[-1], a, sign, logabsdet)
     return SlogdetResult(sign[()], logabsdet[()])
 
@@ -144,16 +128,8 @@ def solve(a, b) -> np.ndarray:
     b = np.asarray(b)
     t = _common_type(a, b)
     n = a.shape[-1]
-    vector = b.ndim == 1
+    vector, batch_shape = solve_shapes("solve", a.shape, b.shape)
     bm = b[:, None] if vector else b
-    if bm.ndim < 2 or bm.shape[-2] != n:
-        expected = "(n,) or (..., n, k)"
-        raise ValueError(f"solve: a has shape {a.shape}, so b must have shape {expected} with n = {n}; "
-                         f"got b of shape {b.shape}")
-    try:
-        batch_shape = np.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
-    except ValueError:
-        raise ValueError(f"solve: batch dimensions of a {a.shape} and b {b.shape} do not broadcast") from None
     k = bm.shape[-1]
     a = _native_layout(np.broadcast_to(a, batch_shape + (n, n)), t)
     bm = _native_layout(np.broadcast_to(bm, batch_shape + (n, k)), t)
@@ -170,7 +146,7 @@ def slogdet_inv(a) -> SlogdetInvResult:
     """slogdet(a) and inv(a) from one factorization. Singular matrices give
     sign 0, logabsdet -inf and a NaN-filled inverse; no error is raised."""
     a, t = _prepared(a)
-    sign, logabsdet = np.empty(a.shape[:-2], t), np.empty(a.shape[:-2], _real(t))
+    sign, logabsdet = np.empty(a.shape[:-2], t), np.empty(a.shape[:-2], real_dtype(t))
     x = np.empty(a.shape, t)
     _native.call("slogdet_inv", t, _batch(a.shape[:-2]), a.shape[-1], a, sign, logabsdet, x)
     return SlogdetInvResult(sign[()], logabsdet[()], x)

@@ -62,7 +62,7 @@ def test_errors_name_the_op_and_the_shape():
         tlj.slogdet(jnp.zeros((3, 4)))
     with pytest.raises(ValueError, match=r"tinyla.jax.inv: .*got \(3,\)"):
         jax.jit(tlj.inv)(jnp.zeros(3))
-    with pytest.raises(ValueError, match=r"tinyla.jax.solve: .*got \(4,\)"):
+    with pytest.raises(ValueError, match=r"tinyla.jax.solve: .*got b of shape \(4,\)"):
         tlj.solve(jnp.eye(3), jnp.ones(4))
     with pytest.raises(ValueError, match="tinyla.jax.solve: .*do not broadcast"):
         tlj.solve(jnp.ones((2, 3, 3)), jnp.ones((5, 3, 1)))

@@ -2,6 +2,7 @@
 import functools
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -129,6 +130,17 @@ def test_shape_errors_match_numpy(op):
         getattr(tla, op)(np.ones(3))
     with pytest.raises(np.linalg.LinAlgError, match="must be square"):
         getattr(tla, op)(np.ones((2, 3, 4)))
+
+
+def test_status_codes_are_the_headers():
+    """The bindings' Status mirrors tinyla_status in tinyla.h (the C ABI), name for name."""
+    from tinyla._native import Status, lib
+    header = (pathlib.Path(__file__).parents[2] / "include" / "tinyla" / "tinyla.h").read_text()
+    body = re.search(r"typedef enum \{(.*?)\} tinyla_status;", header, re.S).group(1)
+    names = [line.split("=")[0].strip().rstrip(",").removeprefix("TINYLA_")
+             for line in body.splitlines() if line.strip().startswith("TINYLA_")]
+    assert names == [s.name for s in Status] and [s.value for s in Status] == list(range(len(names)))
+    assert lib.tinyla_status_string(int(Status.OUT_OF_MEMORY)).decode().lower().find("memory") >= 0
 
 
 def test_singular_matrices():
