@@ -7,10 +7,10 @@
 #include <cstdint>
 
 #include "tinyla/tinyla.h"
+#include "types.hpp"
 
 namespace tinyla {
 
-enum class dtype : int { f32 = 0, f64 = 1, c64 = 2, c128 = 3 };
 enum class op : int { slogdet, det, inv, solve, slogdet_inv };
 
 // Pointers are to the whole batch; a backend may process any sub-range
@@ -28,16 +28,6 @@ struct job {
   std::int32_t* info = nullptr;  // (batch), nullable
   bool transpose_x = false;      // inv / slogdet_inv: write x[b][j][i] = (A_b^-1)[i][j]
 };
-
-constexpr int element_bytes(dtype t) {
-  switch (t) {
-    case dtype::f32: return 4;
-    case dtype::f64: return 8;
-    case dtype::c64: return 8;
-    case dtype::c128: return 16;
-  }
-  return 0;
-}
 
 // count = batch * rows * cols elements, false if it (or its size in bytes)
 // does not fit in int64 / size_t.

@@ -2,6 +2,7 @@
 // the per-ISA CPU backends (packing lanes, running src/kernels).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "job.hpp"
@@ -9,6 +10,7 @@
 namespace tinyla::cpu {
 
 using tinyla::dtype;
+using tinyla::dtype_count;
 using tinyla::job;
 using tinyla::op;
 
@@ -19,7 +21,7 @@ inline constexpr int max_fast_n = 32;
 
 struct backend_table {
   const char* name;     // "avx512", "avx2", "vec128" (SSE4.2 or NEON), "scalar"
-  range_fn run[4];      // indexed by dtype; n <= max_fast_n only
+  std::array<range_fn, dtype_count> run;  // indexed by dtype; n <= max_fast_n only
 };
 
 // Defined in backend_isa.cpp, once per ISA built into this library (the build

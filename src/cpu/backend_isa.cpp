@@ -42,7 +42,7 @@ template <class R> constexpr int lanes_of() {
 template <class R, int W, int P> struct lane_type { using type = std::conditional_t<P == 2, simd2<R, W>, simd<R, W>>; };
 template <class R, int P> struct lane_type<R, 1, P> { using type = R; };
 
-template <class L> TINYLA_HD real_of<L> lane_get(L x, int w) {
+template <class L> TINYLA_HD lane_real<L> lane_get(L x, int w) {
   if constexpr (lane_traits<L>::width == 1) return x;
   else return x[w];
 }
@@ -186,13 +186,13 @@ template <class R, int W, int P> TINYLA_HD void unpack_group(const void* src, in
 // ---- per-matrix outputs -------------------------------------------------------
 
 template <class L> TINYLA_HD void store_real(void* out, int64_t b, int count, L v) {
-  auto* o = static_cast<real_of<L>*>(out) + b;
+  auto* o = static_cast<lane_real<L>*>(out) + b;
   if (count == lane_traits<L>::width) std::memcpy(o, &v, sizeof(v));
   else for (int w = 0; w < count; ++w) o[w] = lane_get(v, w);
 }
 template <class L> TINYLA_HD void store_element(void* out, int64_t b, int count, L v) { store_real(out, b, count, v); }
 template <class L> TINYLA_HD void store_element(void* out, int64_t b, int count, cplx<L> v) {
-  auto* o = static_cast<real_of<L>*>(out) + 2 * b;
+  auto* o = static_cast<lane_real<L>*>(out) + 2 * b;
   for (int w = 0; w < count; ++w) o[2 * w] = lane_get(v.re, w), o[2 * w + 1] = lane_get(v.im, w);
 }
 template <class L> TINYLA_HD void store_info(std::int32_t* out, int64_t b, int count, L v) {
@@ -201,15 +201,6 @@ template <class L> TINYLA_HD void store_info(std::int32_t* out, int64_t b, int c
 }
 
 // ---- one dtype, one size class --------------------------------------------------
-
-template <class T> struct element_layout {
-  using real = T;
-  static constexpr int reals = 1;
-};
-template <class R> struct element_layout<std::complex<R>> {
-  using real = R;
-  static constexpr int reals = 2;
-};
 
 // Storage for an n x m lane-group matrix: on the stack for compile-time
 // sizes, on the heap (once per range) otherwise.
@@ -241,8 +232,8 @@ constexpr bool paired_size(int64_t n) { return n >= 3 && n <= 6; }
 constexpr bool pair_registers(op kind, int64_t n) { return (kind == op::slogdet || kind == op::det) && paired_size(n); }
 
 template <class T, int N, int P> void run_range(const job& jb, int64_t begin, int64_t end) {
-  using R = typename element_layout<T>::real;
-  constexpr int C = element_layout<T>::reals;
+  using R = storage_real_t<T>;
+  constexpr int C = type_info<T>::reals;
   constexpr int V = lanes_of<R>();  // lanes per register
   constexpr int W = P * V;           // matrices per lane group
   using L = typename lane_type<R, V, P>::type;
@@ -294,7 +285,7 @@ template <class T, std::size_t... Ns> void run_sized(const job& jb, int64_t begi
                                                      std::index_sequence<Ns...>) {
   using fn = void (*)(const job&, int64_t, int64_t);
   static constexpr fn fixed[] = {&run_range<T, int(Ns), 1>...};
-  constexpr bool vector_lanes = lanes_of<typename element_layout<T>::real>() > 1;
+  constexpr bool vector_lanes = lanes_of<storage_real_t<T>>() > 1;
   static constexpr fn paired[] = {&run_range<T, int(Ns), vector_lanes && paired_size(Ns) ? 2 : 1>...};
   if (jb.n < int64_t(sizeof...(Ns))) (pair_registers(jb.kind, jb.n) ? paired : fixed)[jb.n](jb, begin, end);
   else run_range<T, -1, 1>(jb, begin, end);
@@ -312,7 +303,7 @@ namespace tinyla::cpu {
 #define TINYLA_STR(x) TINYLA_STR2(x)
 extern const backend_table TINYLA_TABLE = {
     TINYLA_STR(TINYLA_KERNEL_NS),
-    {&TINYLA_KERNEL_NS::run_dtype<float>, &TINYLA_KERNEL_NS::run_dtype<double>,
-     &TINYLA_KERNEL_NS::run_dtype<std::complex<float>>, &TINYLA_KERNEL_NS::run_dtype<std::complex<double>>},
+    per_dtype<range_fn>(
+        [](auto info) -> range_fn { return &TINYLA_KERNEL_NS::run_dtype<typename decltype(info)::type>; }),
 };
 }  // namespace tinyla::cpu

@@ -50,9 +50,6 @@ TINYLA_LAPACK_BIND(c, std::complex<float>)
 TINYLA_LAPACK_BIND(z, std::complex<double>)
 #undef TINYLA_LAPACK_BIND
 
-template <class T> struct kernel_element { using type = T; };
-template <class R> struct kernel_element<std::complex<R>> { using type = kern::cplx<R>; };
-
 // Any NaN part, also beside an infinite one (as the fast path's det_accum).
 template <class T> bool is_nan(T x) { return x != x; }
 
@@ -63,7 +60,7 @@ template <class T> void transpose(const T* src, T* dst, int rows, int cols) {
 }
 
 template <class T> void fill_nan(T* x, std::int64_t count) {
-  const auto nan = kern::nan_element<typename kernel_element<T>::type>();
+  const auto nan = kern::nan_element<kern::kernel_element<T>>();
   for (std::int64_t i = 0; i < count; ++i) std::memcpy(static_cast<void*>(x + i), &nan, sizeof(T));
 }
 
@@ -74,7 +71,7 @@ template <class T> bool any_nan(const std::vector<T>& v) {
 // getrf's result cannot be trusted: a NaN it made, or a subnormal pivot (see above).
 template <class T> bool lapack_went_wrong(const std::vector<T>& lu, int n) {
   for (int i = 0; i < n; ++i) {
-    typename kernel_element<T>::type pivot;
+    kern::kernel_element<T> pivot;
     std::memcpy(static_cast<void*>(&pivot), &lu[std::int64_t(i) * n + i], sizeof(T));
     const auto m = kern::max_component(pivot);
     if (m != 0 && m < std::numeric_limits<decltype(m)>::min()) return true;
@@ -83,7 +80,7 @@ template <class T> bool lapack_went_wrong(const std::vector<T>& lu, int n) {
 }
 
 template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_t end, range_fn own_elimination) {
-  using E = typename kernel_element<T>::type;
+  using E = kern::kernel_element<T>;
   const int n = int(jb.n), nrhs = int(jb.nrhs);
   const std::int64_t nn = std::int64_t(n) * n, nb = std::int64_t(n) * nrhs;
   std::vector<T> lu(nn), work;
@@ -150,13 +147,9 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
 }  // namespace
 
 void run_lapack(dtype t, const job& jb, std::int64_t begin, std::int64_t end) {
-  const auto& own = table_scalar.run;
-  switch (t) {
-    case dtype::f32: return run_typed<float>(jb, begin, end, own[0]);
-    case dtype::f64: return run_typed<double>(jb, begin, end, own[1]);
-    case dtype::c64: return run_typed<std::complex<float>>(jb, begin, end, own[2]);
-    case dtype::c128: return run_typed<std::complex<double>>(jb, begin, end, own[3]);
-  }
+  with_dtype(t, [&](auto info) {
+    run_typed<typename decltype(info)::type>(jb, begin, end, table_scalar.run[int(info.id)]);
+  });
 }
 
 }  // namespace tinyla::cpu

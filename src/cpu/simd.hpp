@@ -111,7 +111,7 @@ TINYLA_HD bool any(simd_mask<float, 16>::native m) { return _mm512_cmpneq_epi32_
 template <class T, int W> TINYLA_HD simd<T, W> fmadd(simd<T, W> a, simd<T, W> b, simd<T, W> c) {
   return {native_ops::fma(a.v, b.v, c.v)};
 }
-template <class T, int W> TINYLA_HD simd<T, W> sqrtl_(simd<T, W> a) { return {native_ops::sqrt(a.v)}; }
+template <class T, int W> TINYLA_HD simd<T, W> sqrt_lane(simd<T, W> a) { return {native_ops::sqrt(a.v)}; }
 template <class T, int W> TINYLA_HD simd<T, W> absval(simd<T, W> a) {
   using I = typename simd_int<T>::type;
   using IV = typename simd_mask<T, W>::native;
@@ -233,7 +233,7 @@ template <class T, int W> struct simd2 {
 template <class T, int W> TINYLA_HD simd2<T, W> fmadd(simd2<T, W> a, simd2<T, W> b, simd2<T, W> c) {
   return {fmadd(a.lo, b.lo, c.lo), fmadd(a.hi, b.hi, c.hi)};
 }
-template <class T, int W> TINYLA_HD simd2<T, W> sqrtl_(simd2<T, W> a) { return {sqrtl_(a.lo), sqrtl_(a.hi)}; }
+template <class T, int W> TINYLA_HD simd2<T, W> sqrt_lane(simd2<T, W> a) { return {sqrt_lane(a.lo), sqrt_lane(a.hi)}; }
 template <class T, int W> TINYLA_HD simd2<T, W> absval(simd2<T, W> a) { return {absval(a.lo), absval(a.hi)}; }
 template <class T, int W> TINYLA_HD simd2<T, W> select(simd2_mask<T, W> m, simd2<T, W> a, simd2<T, W> b) {
   return {select(m.lo, a.lo, b.lo), select(m.hi, a.hi, b.hi)};

@@ -63,8 +63,8 @@ handle kernel(runtime::runtime& rt, context_kernels& k, dtype t, family f, int n
   std::atomic<handle>& slot = k.functions[kernel_index(t, f, n)];
   if (handle fn = slot.load(std::memory_order_acquire)) return fn;
   char name[64];
-  if (n < 0) std::snprintf(name, sizeof name, "tinyla_%s_%s_team", family_names[int(f)], dtype_names[int(t)]);
-  else std::snprintf(name, sizeof name, "tinyla_%s_%s_%d", family_names[int(f)], dtype_names[int(t)], n);
+  if (n < 0) std::snprintf(name, sizeof name, "tinyla_%s_%s_team", family_names[int(f)], dtype_name(t));
+  else std::snprintf(name, sizeof name, "tinyla_%s_%s_%d", family_names[int(f)], dtype_name(t), n);
   const handle fn = rt.function(k.module, name);
   if (fn) slot.store(fn, std::memory_order_release);
   return fn;
@@ -109,13 +109,9 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
 
 tinyla_status submit(dtype t, const job& jb, void* stream) {
   if (tinyla_status s = validate(t, jb); s != TINYLA_OK) return s;
-  switch (t) {
-    case dtype::f32: return launch<float>(t, jb, stream);
-    case dtype::f64: return launch<double>(t, jb, stream);
-    case dtype::c64: return launch<cplx<float>>(t, jb, stream);
-    case dtype::c128: return launch<cplx<double>>(t, jb, stream);
-  }
-  return TINYLA_INVALID_ARGUMENT;
+  return with_dtype(t, [&](auto info) {
+    return launch<kernel_element<typename decltype(info)::type>>(t, jb, stream);
+  });
 }
 
 }  // namespace

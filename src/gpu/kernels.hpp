@@ -106,7 +106,7 @@ constexpr int64_t max_grid_blocks = int64_t(1) << 20;  // grid-stride beyond thi
 constexpr int64_t max_workspace_bytes = int64_t(256) << 20;  // bounds the global workspace (>= 1 block's)
 
 template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options o = {}) {
-  using R = real_of<lane_of<E>>;
+  using R = lane_real<lane_of<E>>;
   launch_plan p;
   if (jb.batch == 0) return p;
   const int64_t n = jb.n, eb = sizeof(E);
@@ -142,9 +142,8 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
 //   tinyla_<family>_<dtype>_team    team kernel
 // which the host (backend.cpp) looks up by name in the module it loads.
 inline constexpr const char* family_names[] = {"determinant", "inverse", "solve"};
-inline constexpr const char* dtype_names[] = {"f32", "f64", "c64", "c128"};
 inline constexpr int kernel_variants = max_per_thread_n + 2;  // n = 0..max_per_thread_n, then the team kernel
-inline constexpr int kernel_count = 4 * 3 * kernel_variants;
+inline constexpr int kernel_count = dtype_count * 3 * kernel_variants;
 constexpr int kernel_index(dtype t, family f, int n /* < 0: team */) {
   return (int(t) * 3 + int(f)) * kernel_variants + (n < 0 ? kernel_variants - 1 : n);
 }
@@ -339,7 +338,7 @@ TINYLA_HD void solve_column(int n, const E* lu, const int* piv, E* col, int64_t 
 template <family F, class E, class Block>
 TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspace) {
   using L = lane_of<E>;
-  using R = real_of<L>;
+  using R = lane_real<L>;
   const int n = int(jb.n);
   const int64_t nn = int64_t(n) * n;
   const int teams = blk.threads() / team_size, team = blk.thread() / team_size;

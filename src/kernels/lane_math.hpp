@@ -47,7 +47,7 @@ template <int P, class L> TINYLA_HD L estrin(const L (&c)[P], L x) {
 // frexp2 and det_accum::normalize produce), or m = 0 (-> -inf), inf (-> inf),
 // nan (-> nan). e is integral.
 template <class L> TINYLA_HD L log_scaled(L m, L e) {
-  using T = real_of<L>;
+  using T = lane_real<L>;
   using C = log_constants<T>;
   auto low = m < L(C::sqrt_half);
   L f = select(low, m + m, m);  // f in [sqrt(1/2), sqrt(2))

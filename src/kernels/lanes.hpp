@@ -5,7 +5,7 @@
 // A "lane type" L is a real type (float, double, or tinyla::simd<T, W> from
 // src/cpu/simd.hpp) that supports + - * / and these free functions:
 //   fmadd(a, b, c)   a*b + c with one rounding
-//   absval(a), sqrtl_(a)
+//   absval(a), sqrt_lane(a)
 //   a < b, a == b ... -> mask_of<L>;  select(mask, a, b);  any_of(mask)
 //   frexp2(x, e)     x = m * 2^e, |m| in [0.5, 1) (exact; x unchanged if 0/inf/nan)
 //   ldexp2(x, e)     x * 2^e with one rounding (e is an integral value held in L)
@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+
+#include "types.hpp"
 
 // Every translation unit that instantiates kernels with its own target flags
 // (one per ISA) sets its own namespace, so the linker can never merge an
@@ -54,7 +56,7 @@ concept scalar_real = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
 template <scalar_real T> TINYLA_HD T fmadd(T a, T b, T c) { return std::fma(a, b, c); }
 template <scalar_real T> TINYLA_HD T absval(T a) { return std::fabs(a); }
-template <scalar_real T> TINYLA_HD T sqrtl_(T a) { return std::sqrt(a); }
+template <scalar_real T> TINYLA_HD T sqrt_lane(T a) { return std::sqrt(a); }
 template <scalar_real T> TINYLA_HD T select(bool m, T a, T b) { return m ? a : b; }
 TINYLA_HD bool any_of(bool m) { return m; }
 template <scalar_real T> TINYLA_HD T frexp2(T x, T& e) {
@@ -80,7 +82,7 @@ template <scalar_real T> struct lane_traits<T> {
   static constexpr int width = 1;
 };
 template <class L> using mask_of = typename lane_traits<L>::mask_type;
-template <class L> using real_of = typename lane_traits<L>::real_type;
+template <class L> using lane_real = typename lane_traits<L>::real_type;  // float or double
 
 template <class L> TINYLA_HD mask_of<L> is_nan(L x) { return x != x; }
 
@@ -116,6 +118,10 @@ template <class L> struct element_traits<cplx<L>> {
 };
 template <class E> using lane_of = typename element_traits<E>::lane;
 
+// The scalar-lane element of a storage type (types.hpp): T, or cplx<R> for std::complex<R>
+// (the same layout), what the LAPACK path and the GPU kernels compute on.
+template <class T> using kernel_element = std::conditional_t<type_info<T>::reals == 2, cplx<storage_real_t<T>>, T>;
+
 template <class E> TINYLA_HD E make_element(double re) {
   if constexpr (element_traits<E>::is_complex) {
     using L = lane_of<E>;
@@ -127,7 +133,7 @@ template <class E> TINYLA_HD E make_element(double re) {
 
 template <class E> TINYLA_HD E nan_element() {
   using L = lane_of<E>;
-  const L nan = L(std::numeric_limits<real_of<L>>::quiet_NaN());
+  const L nan = L(std::numeric_limits<lane_real<L>>::quiet_NaN());
   if constexpr (element_traits<E>::is_complex) return E{nan, nan};
   else return nan;
 }
@@ -164,9 +170,9 @@ template <class L> TINYLA_HD L modulus(cplx<L> x) {
   L big = select(a < b, b, a), small = select(a < b, a, b);
   L safe = select(big == L(0), L(1), big);
   L r = small / safe;
-  L m = big * sqrtl_(fmadd(r, r, L(1)));
+  L m = big * sqrt_lane(fmadd(r, r, L(1)));
   // An infinite part (C99: even beside a NaN) makes |x| inf.
-  const L inf = L(std::numeric_limits<real_of<L>>::infinity());
+  const L inf = L(std::numeric_limits<lane_real<L>>::infinity());
   return select((a == inf) | (b == inf), inf, m);
 }
 
@@ -181,7 +187,7 @@ template <class L> TINYLA_HD cplx<L> divide(cplx<L> x, cplx<L> y) {
 }
 
 template <class L> TINYLA_HD mask_of<L> is_infinite(L x) {
-  return absval(x) == L(std::numeric_limits<real_of<L>>::infinity());
+  return absval(x) == L(std::numeric_limits<lane_real<L>>::infinity());
 }
 // C99 Annex G: a complex number with an infinite part is an infinity, even if
 // the other part is NaN (max_component would drop a NaN re beside an infinite im).
@@ -205,7 +211,7 @@ template <class L> TINYLA_HD cplx<L> reciprocal_or_zero(cplx<L> y) {
 // subnormal: then that component is normal, and 1/max|y| and |y| keep full
 // precision. Returns the exponent used (0 or digits+1) for the caller to undo.
 template <class L> TINYLA_HD L lift_subnormal(cplx<L>& y) {
-  using T = real_of<L>;
+  using T = lane_real<L>;
   constexpr int shift = std::numeric_limits<T>::digits + 1;
   const auto sub = max_component(y) < L(std::numeric_limits<T>::min());
   y = select(sub, y * L(T(1ull << (shift - 1)) * T(2)), y);

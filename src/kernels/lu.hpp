@@ -53,7 +53,7 @@ template <class E> struct det_accum {
       // modulus, as C99's cabs, counts as an infinity): elimination cannot tell
       // a NaN entry carried next to an inf from inf - inf, and numpy says NaN.
       const auto nan_re = is_nan(pivot.re), nan_im = is_nan(pivot.im);  // named: no || for bool lanes
-      mag = select(nan_re | nan_im, L(std::numeric_limits<real_of<L>>::quiet_NaN()), modulus(pivot));
+      mag = select(nan_re | nan_im, L(std::numeric_limits<lane_real<L>>::quiet_NaN()), modulus(pivot));
       sign = select(mag == L(0), sign, sign * unit_phase(pivot));
     } else {
       mag = absval(pivot);
@@ -90,7 +90,7 @@ template <class E> struct pivot_inverse {
   mask_of<L> tiny;
   bool any_tiny;
   TINYLA_HD explicit pivot_inverse(E pivot) : p(pivot), r(reciprocal_or_zero(pivot)) {
-    tiny = (max_component(p) < L(std::numeric_limits<real_of<L>>::min())) & !is_zero(p);
+    tiny = (max_component(p) < L(std::numeric_limits<lane_real<L>>::min())) & !is_zero(p);
     any_tiny = any_of(tiny);
   }
   TINYLA_HD E apply(E x) const {
@@ -316,7 +316,7 @@ template <class S> TINYLA_HD constexpr bool may_be_2x2() { return S::fixed_n < 0
 // unscaled form's bits, so lanes do not depend on their neighbours.
 template <class E> TINYLA_HD mask_of<lane_of<E>> safe_for_unscaled(E x) {
   using L = lane_of<E>;
-  using T = real_of<L>;
+  using T = lane_real<L>;
   constexpr T bound = [] {
     T b = 1;
     for (int i = 0; i < std::numeric_limits<T>::max_exponent / 4 - 2; ++i) b *= 2;

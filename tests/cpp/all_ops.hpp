@@ -14,13 +14,6 @@
 
 namespace ref {
 
-template <class T> constexpr tinyla::dtype dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return tinyla::dtype::f32;
-  else if constexpr (std::is_same_v<T, double>) return tinyla::dtype::f64;
-  else if constexpr (std::is_same_v<T, std::complex<float>>) return tinyla::dtype::c64;
-  else return tinyla::dtype::c128;
-}
-
 // What the C API does with a job.
 inline tinyla_status run_on_cpu(tinyla::dtype t, const tinyla::job& jb) {
   if (tinyla_status s = tinyla::validate(t, jb); s != TINYLA_OK) return s;
@@ -53,7 +46,7 @@ std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_o
   std::vector<int32_t> info(batch), info_s(batch), info_s2(batch);
   std::vector<T> b2(rhs2.size() * n);
   for (size_t i = 0; i < b2.size(); ++i) b2[i] = rhs2[i % rhs2.size()] * R(1 + int(i % 3));
-  const tinyla::dtype t = dtype_of<T>();
+  const tinyla::dtype t = tinyla::dtype_of<T>;
   const tinyla::job jobs[] = {
       {.kind = op::slogdet, .batch = batch, .n = n, .a = a.data(), .sign = sign.data(), .logabsdet = logabs.data()},
       {.kind = op::det, .batch = batch, .n = n, .a = a.data(), .det = d.data()},

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tinyla/tinyla.h"
+#include "types.hpp"
 
 namespace ref {
 
@@ -25,12 +26,7 @@ template <class T> constexpr bool is_complex = !std::is_same_v<T, real_t<T>>;
 template <class T> using wide_t = std::conditional_t<is_complex<T>, std::complex<long double>, long double>;
 
 template <class T> real_t<T> eps() { return std::numeric_limits<real_t<T>>::epsilon(); }
-template <class T> std::string type_name() {
-  if constexpr (std::is_same_v<T, float>) return "f32";
-  else if constexpr (std::is_same_v<T, double>) return "f64";
-  else if constexpr (std::is_same_v<T, std::complex<float>>) return "c64";
-  else return "c128";
-}
+template <class T> std::string type_name() { return tinyla::type_info<T>::name; }
 
 template <class T> bool isnan_any(T x) {
   if constexpr (is_complex<T>) return std::isnan(x.real()) || std::isnan(x.imag());

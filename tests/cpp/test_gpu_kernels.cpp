@@ -19,7 +19,7 @@ using namespace ref;
 namespace kern = tinyla::TINYLA_KERNEL_NS;
 
 // The kernels' element type for T (complex: cplx, layout-compatible).
-template <class T> using element_of = std::conditional_t<is_complex<T>, kern::cplx<real_t<T>>, T>;
+template <class T> using element_of = kern::kernel_element<T>;
 
 struct host_block {
   int tid, nthreads;
@@ -51,7 +51,7 @@ template <class Body> void run_grid(int64_t blocks, int threads, int64_t shared_
 // The kernels planned with `options`, on at most max_blocks blocks.
 template <class T> auto emulated_gpu(int64_t max_blocks, kern::plan_options options = {}) {
   return [=](tinyla::dtype, const tinyla::job& jb) {
-    if (tinyla_status s = tinyla::validate(dtype_of<T>(), jb); s != TINYLA_OK) return s;
+    if (tinyla_status s = tinyla::validate(tinyla::dtype_of<T>, jb); s != TINYLA_OK) return s;
     using E = element_of<T>;
     const kern::launch_plan plan = kern::plan_launch<E>(jb, options);
     if (plan.blocks == 0) return TINYLA_OK;
@@ -167,7 +167,7 @@ TYPED_TEST(GpuKernels, LargeNAsAccurateAsLapack) {
   std::vector<R> logabs(batch);
   const tinyla::job jb{.kind = tinyla::op::slogdet_inv, .batch = batch, .n = n, .a = a.data(), .x = x.data(),
                        .sign = sign.data(), .logabsdet = logabs.data()};
-  ASSERT_EQ(emulated_gpu<T>(2)(dtype_of<T>(), jb), TINYLA_OK);
+  ASSERT_EQ(emulated_gpu<T>(2)(tinyla::dtype_of<T>, jb), TINYLA_OK);
   for (int64_t b = 0; b < batch; ++b) {
     const auto wide = wide_lu(a.data() + b * n * n, n, true);
     const auto lapack = lapack_lu(a.data() + b * n * n, n, true);

@@ -130,7 +130,7 @@ TEST(NoDevice, ErrorsAreClearAndNothingCrashes) {
 // ---- the host side against the stand-in driver -------------------------------------
 
 namespace kern = tinyla::TINYLA_KERNEL_NS;
-template <class T> using kern_element = std::conditional_t<is_complex<T>, kern::cplx<real_t<T>>, T>;
+template <class T> using kern_element = kern::kernel_element<T>;
 
 std::string stand_in_path() {
   const char* path = std::getenv("TINYLA_GPU_DRIVER");
@@ -156,7 +156,7 @@ template <class T> void every_op_on_the_stand_in(int64_t n, void* stream, std::s
       const auto plan = kern::plan_launch<kern_element<T>>(jb);
       SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " op=" + std::to_string(int(kind)) +
                    (transposed ? " transposed" : "") + (plan.per_thread ? " per-thread" : " team"));
-      kernels.insert(kern::kernel_index(dtype_of<T>(), kern::family_of(kind), plan.per_thread ? int(n) : -1));
+      kernels.insert(kern::kernel_index(tinyla::dtype_of<T>, kern::family_of(kind), plan.per_thread ? int(n) : -1));
       auto before = stand_in::counts();  // empty (all 0) before the driver loads
       ASSERT_EQ(submit<T>(jb, stream), TINYLA_OK) << tinyla_gpu_last_error();
       auto after = stand_in::counts();
@@ -267,7 +267,7 @@ TYPED_TEST(Device, LargeNAsAccurateAsLapack) {
     std::vector<R> logabs(batch);
     const tinyla::job jb{.kind = op::slogdet_inv, .batch = batch, .n = n, .a = a.data(), .x = x.data(),
                          .sign = sign.data(), .logabsdet = logabs.data()};
-    ASSERT_EQ(on_gpu<T>(nullptr)(dtype_of<T>(), jb), TINYLA_OK) << tinyla_gpu_last_error();
+    ASSERT_EQ(on_gpu<T>(nullptr)(tinyla::dtype_of<T>, jb), TINYLA_OK) << tinyla_gpu_last_error();
     for (int64_t b = 0; b < batch; ++b) {
       const auto wide = wide_lu(a.data() + b * n * n, n, true);
       const auto lapack = lapack_lu(a.data() + b * n * n, n, true);
