@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The ROCm launch report's program (launch_1000.mlir: 1000 synchronous launches of an
-# empty kernel), lowered with Debian's mlir-opt-22 / mlir-translate-22 for NVIDIA (PTX)
+# The program of the LLVM Discourse thread "Repeated calls to a ROCm kernel are very slow"
+# (launch_1000.mlir: 1000 synchronous launches of an empty kernel), lowered with Debian's mlir-opt-22 / mlir-translate-22 for NVIDIA (PTX)
 # and for AMD (a code object for this machine's GPU, else gfx90a), and linked against
 # libtinyla_mgpu (CMake targets mlir_launch_1000 and mlir_launch_1000_rocm). Then:
 #  - with a GPU: runs the matching program for real, with tinyla's pools (default) and

@@ -203,7 +203,7 @@ def _missing_gpu_lowering(ctx, *args, op, platform):
     raise NotImplementedError(
         f"tinyla.jax.{op}: this tinyla was built without its {platform} backend; reinstall it with "
         f"pip install -C cmake.define.TINYLA_{'CUDA' if platform == 'cuda' else 'HIP'}=ON . "
-        f"(README: GPU), or run on the CPU")
+        f"(docs/gpu.md), or run on the CPU")
 
 
 def _make_primitive(op: str) -> Primitive:
