@@ -2,7 +2,8 @@
 # The program of the LLVM Discourse thread "Repeated calls to a ROCm kernel are very slow"
 # (launch_1000.mlir: 1000 synchronous launches of an empty kernel), lowered with Debian's
 # mlir-opt-22 / mlir-translate-22 for NVIDIA (PTX) and for AMD (a code object for this
-# machine's GPU, else gfx90a), and linked against libtinyla_mgpu (CMake targets mlir_launch_1000 and mlir_launch_1000_rocm). Then:
+# machine's GPU, else gfx90a), and linked against libtinyla_mgpu (CMake targets
+# mlir_launch_1000 and mlir_launch_1000_rocm). Then:
 #  - with a GPU: runs the matching program for real, with tinyla's pools (default) and
 #    without (TINYLA_MGPU_POOL=0: a stream and a kernel lookup per launch, as MLIR's own
 #    wrappers do), and prints the time per launch of each;
