@@ -17,65 +17,67 @@ template <class F> bool bind(void* lib, F& fn, const char* name) {
   fn = reinterpret_cast<F>(dlsym(lib, name));
   return fn != nullptr;
 }
-template <class F> bool bind_optional(void* lib, F& fn, const char* name) { return bind(lib, fn, name), true; }
+// Expansions of a vendor's symbol table (TINYLA_CUDA_SYMBOLS, TINYLA_HIP_SYMBOLS):
+// a function-pointer member per entry point, and `bind(...) && ...` terms of
+// load() (a missing required symbol fails it; an optional one is left null).
+#define TINYLA_DECLARE_SYMBOL(ret, name, params) ret(*name) params = nullptr;
+#define TINYLA_BIND_REQUIRED(ret, name, params) bind(lib, fn.name, #name) &&
+#define TINYLA_BIND_OPTIONAL(ret, name, params) (bind(lib, fn.name, #name), true) &&
 
 // ---- CUDA driver API ---------------------------------------------------------------------
 
 namespace cu {
 using ptr = void*;
-struct api {
-  int (*cuInit)(unsigned);
-  int (*cuDeviceGetCount)(int*);
-  int (*cuDeviceGet)(int*, int);
-  int (*cuDevicePrimaryCtxRetain)(ptr*, int);
-  int (*cuCtxSetCurrent)(ptr);
-  int (*cuCtxGetCurrent)(ptr*);
-  int (*cuStreamGetCtx)(ptr, ptr*);
-  int (*cuStreamCreate)(ptr*, unsigned);
-  int (*cuStreamDestroy_v2)(ptr);
-  int (*cuStreamSynchronize)(ptr);
-  int (*cuStreamWaitEvent)(ptr, ptr, unsigned);
-  int (*cuEventCreate)(ptr*, unsigned);
-  int (*cuEventDestroy_v2)(ptr);
-  int (*cuEventRecord)(ptr, ptr);
-  int (*cuEventSynchronize)(ptr);
-  int (*cuModuleLoadData)(ptr*, const void*);
-  int (*cuModuleLoadDataEx)(ptr*, const void*, unsigned, int*, void**);
-  int (*cuModuleUnload)(ptr);
-  int (*cuModuleGetFunction)(ptr*, ptr, const char*);
-  int (*cuFuncSetAttribute)(ptr, int, int);
-  int (*cuLaunchKernel)(ptr, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, ptr, void**, void**);
-  int (*cuMemAlloc_v2)(unsigned long long*, std::size_t);
-  int (*cuMemAllocManaged)(unsigned long long*, std::size_t, unsigned);
-  int (*cuMemFree_v2)(unsigned long long);
-  int (*cuMemAllocAsync)(unsigned long long*, std::size_t, ptr);  // optional
-  int (*cuMemFreeAsync)(unsigned long long, ptr);                 // optional
-  int (*cuMemcpyAsync)(unsigned long long, unsigned long long, std::size_t, ptr);
-  int (*cuMemsetD32Async)(unsigned long long, unsigned, std::size_t, ptr);
-  int (*cuMemsetD16Async)(unsigned long long, unsigned short, std::size_t, ptr);
-  int (*cuMemHostRegister_v2)(void*, std::size_t, unsigned);
-  int (*cuMemHostUnregister)(void*);
-  int (*cuGetErrorString)(int, const char**);
-} fn;
-
-bool load(void* lib) {
-#define TINYLA_BIND(name) bind(lib, fn.name, #name)
-  return TINYLA_BIND(cuInit) && TINYLA_BIND(cuDeviceGetCount) && TINYLA_BIND(cuDeviceGet) &&
-         TINYLA_BIND(cuDevicePrimaryCtxRetain) && TINYLA_BIND(cuCtxSetCurrent) && TINYLA_BIND(cuCtxGetCurrent) &&
-         TINYLA_BIND(cuStreamGetCtx) && TINYLA_BIND(cuStreamCreate) &&
-         TINYLA_BIND(cuStreamDestroy_v2) && TINYLA_BIND(cuStreamSynchronize) && TINYLA_BIND(cuStreamWaitEvent) &&
-         TINYLA_BIND(cuEventCreate) && TINYLA_BIND(cuEventDestroy_v2) && TINYLA_BIND(cuEventRecord) &&
-         TINYLA_BIND(cuEventSynchronize) && TINYLA_BIND(cuModuleLoadData) && TINYLA_BIND(cuModuleLoadDataEx) &&
-         TINYLA_BIND(cuModuleUnload) && TINYLA_BIND(cuModuleGetFunction) && TINYLA_BIND(cuFuncSetAttribute) &&
-         TINYLA_BIND(cuLaunchKernel) && TINYLA_BIND(cuMemAlloc_v2) && TINYLA_BIND(cuMemAllocManaged) &&
-         TINYLA_BIND(cuMemFree_v2) && TINYLA_BIND(cuMemcpyAsync) && TINYLA_BIND(cuMemsetD32Async) &&
-         TINYLA_BIND(cuMemsetD16Async) && TINYLA_BIND(cuMemHostRegister_v2) && TINYLA_BIND(cuMemHostUnregister) &&
-         TINYLA_BIND(cuGetErrorString) && bind_optional(lib, fn.cuMemAllocAsync, "cuMemAllocAsync") &&
-         bind_optional(lib, fn.cuMemFreeAsync, "cuMemFreeAsync");
-#undef TINYLA_BIND
-}
-
 using devptr = unsigned long long;
+
+// Each entry point once: (return type, name, parameters). OPTIONAL ones may be
+// missing (a null pointer then); a driver without a REQUIRED one is not used.
+#define TINYLA_CUDA_SYMBOLS(REQUIRED, OPTIONAL)                                                              \
+  REQUIRED(int, cuInit, (unsigned))                                                                          \
+  REQUIRED(int, cuDeviceGet, (int*, int))                                                                    \
+  REQUIRED(int, cuDevicePrimaryCtxRetain, (ptr*, int))                                                       \
+  REQUIRED(int, cuCtxSetCurrent, (ptr))                                                                      \
+  REQUIRED(int, cuCtxGetCurrent, (ptr*))                                                                     \
+  REQUIRED(int, cuStreamGetCtx, (ptr, ptr*))                                                                 \
+  REQUIRED(int, cuStreamCreate, (ptr*, unsigned))                                                            \
+  REQUIRED(int, cuStreamDestroy_v2, (ptr))                                                                   \
+  REQUIRED(int, cuStreamSynchronize, (ptr))                                                                  \
+  REQUIRED(int, cuStreamWaitEvent, (ptr, ptr, unsigned))                                                     \
+  REQUIRED(int, cuEventCreate, (ptr*, unsigned))                                                             \
+  REQUIRED(int, cuEventDestroy_v2, (ptr))                                                                    \
+  REQUIRED(int, cuEventRecord, (ptr, ptr))                                                                   \
+  REQUIRED(int, cuEventSynchronize, (ptr))                                                                   \
+  REQUIRED(int, cuModuleLoadData, (ptr*, const void*))                                                       \
+  REQUIRED(int, cuModuleLoadDataEx, (ptr*, const void*, unsigned, int*, void**))                             \
+  REQUIRED(int, cuModuleGetFunction, (ptr*, ptr, const char*))                                               \
+  REQUIRED(int, cuFuncSetAttribute, (ptr, int, int))                                                         \
+  REQUIRED(int, cuLaunchKernel, (ptr, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, ptr, \
+                                 void**, void**))                                                            \
+  REQUIRED(int, cuMemAlloc_v2, (devptr*, std::size_t))                                                       \
+  REQUIRED(int, cuMemAllocManaged, (devptr*, std::size_t, unsigned))                                         \
+  REQUIRED(int, cuMemFree_v2, (devptr))                                                                      \
+  OPTIONAL(int, cuMemAllocAsync, (devptr*, std::size_t, ptr))  /* CUDA >= 11.2 */                            \
+  OPTIONAL(int, cuMemFreeAsync, (devptr, ptr))                                                               \
+  REQUIRED(int, cuMemcpyAsync, (devptr, devptr, std::size_t, ptr))                                           \
+  REQUIRED(int, cuMemsetD32Async, (devptr, unsigned, std::size_t, ptr))                                      \
+  REQUIRED(int, cuMemsetD16Async, (devptr, unsigned short, std::size_t, ptr))                                \
+  REQUIRED(int, cuMemHostRegister_v2, (void*, std::size_t, unsigned))                                        \
+  REQUIRED(int, cuMemHostUnregister, (void*))                                                                \
+  REQUIRED(int, cuGetErrorString, (int, const char**))
+
+struct api {
+  TINYLA_CUDA_SYMBOLS(TINYLA_DECLARE_SYMBOL, TINYLA_DECLARE_SYMBOL)
+} fn;
+bool load(void* lib) { return TINYLA_CUDA_SYMBOLS(TINYLA_BIND_REQUIRED, TINYLA_BIND_OPTIONAL) true; }
+
+// The constants of cuda.h used here.
+constexpr int error_invalid_device = 101;            // CUDA_ERROR_INVALID_DEVICE
+constexpr unsigned stream_non_blocking = 1;          // CU_STREAM_NON_BLOCKING
+constexpr unsigned event_disable_timing = 2;         // CU_EVENT_DISABLE_TIMING
+constexpr int jit_optimization_level = 7;            // CU_JIT_OPTIMIZATION_LEVEL
+constexpr int max_dynamic_shared_size_bytes = 8;     // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+constexpr unsigned mem_attach_global = 1;            // CU_MEM_ATTACH_GLOBAL
+
 devptr dp(const void* p) { return devptr(reinterpret_cast<std::uintptr_t>(p)); }
 
 // The primary context of each device, retained once (never released: it lives
@@ -88,12 +90,11 @@ driver table() {
   driver d{};
   d.platform = "cuda";
   d.init = [] { return fn.cuInit(0); };
-  d.device_count = [](int* n) { return fn.cuDeviceGetCount(n); };
   d.use_device = [](int device) {
     ptr ctx = nullptr;
     {
       std::lock_guard<std::mutex> lock(contexts_mutex);
-      if (device < 0) return 101;  // CUDA_ERROR_INVALID_DEVICE
+      if (device < 0) return error_invalid_device;
       if (contexts.size() <= std::size_t(device)) contexts.resize(std::size_t(device) + 1, nullptr);
       if (!contexts[std::size_t(device)]) {
         int dev = 0;
@@ -107,24 +108,23 @@ driver table() {
   d.current_context = [](handle* c) { return fn.cuCtxGetCurrent(c); };
   d.set_context = [](handle c) { return fn.cuCtxSetCurrent(c); };
   d.stream_context = [](handle s, handle* c) { return fn.cuStreamGetCtx(s, c); };
-  d.stream_create = [](handle* s) { return fn.cuStreamCreate(s, 1 /* CU_STREAM_NON_BLOCKING */); };
+  d.stream_create = [](handle* s) { return fn.cuStreamCreate(s, stream_non_blocking); };
   d.stream_destroy = [](handle s) { return fn.cuStreamDestroy_v2(s); };
   d.stream_synchronize = [](handle s) { return fn.cuStreamSynchronize(s); };
   d.stream_wait_event = [](handle s, handle e) { return fn.cuStreamWaitEvent(s, e, 0); };
-  d.event_create = [](handle* e) { return fn.cuEventCreate(e, 2 /* CU_EVENT_DISABLE_TIMING */); };
+  d.event_create = [](handle* e) { return fn.cuEventCreate(e, event_disable_timing); };
   d.event_destroy = [](handle e) { return fn.cuEventDestroy_v2(e); };
   d.event_record = [](handle e, handle s) { return fn.cuEventRecord(e, s); };
   d.event_synchronize = [](handle e) { return fn.cuEventSynchronize(e); };
   d.module_load = [](handle* m, const void* image) { return fn.cuModuleLoadData(m, image); };
   d.module_load_jit = [](handle* m, const void* image, int opt_level) {
-    int option = 7;  // CU_JIT_OPTIMIZATION_LEVEL
+    int option = jit_optimization_level;
     void* value = reinterpret_cast<void*>(std::intptr_t(opt_level));
     return fn.cuModuleLoadDataEx(m, image, 1, &option, &value);
   };
-  d.module_unload = [](handle m) { return fn.cuModuleUnload(m); };
   d.module_get_function = [](handle* f, handle m, const char* name) { return fn.cuModuleGetFunction(f, m, name); };
   d.allow_dynamic_shared = [](handle f, int bytes) {
-    return fn.cuFuncSetAttribute(f, 8 /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */, bytes);
+    return fn.cuFuncSetAttribute(f, max_dynamic_shared_size_bytes, bytes);
   };
   d.launch = [](handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
                 handle s, void** params, void** extra) {
@@ -132,7 +132,7 @@ driver table() {
   };
   d.mem_alloc = [](void** p, std::size_t bytes, bool host_shared) {
     devptr q = 0;
-    const int e = host_shared ? fn.cuMemAllocManaged(&q, bytes, 1 /* CU_MEM_ATTACH_GLOBAL */) : fn.cuMemAlloc_v2(&q, bytes);
+    const int e = host_shared ? fn.cuMemAllocManaged(&q, bytes, mem_attach_global) : fn.cuMemAlloc_v2(&q, bytes);
     *p = reinterpret_cast<void*>(std::uintptr_t(q));
     return e;
   };
@@ -163,58 +163,51 @@ driver table() {
 
 namespace hip {
 using ptr = void*;
-struct api {
-  int (*hipInit)(unsigned);
-  int (*hipGetDeviceCount)(int*);
-  int (*hipSetDevice)(int);
-  int (*hipGetDevice)(int*);
-  int (*hipStreamGetDevice)(ptr, int*);  // optional (not in HIP 5.2): else the current device
-  int (*hipStreamCreateWithFlags)(ptr*, unsigned);
-  int (*hipStreamDestroy)(ptr);
-  int (*hipStreamSynchronize)(ptr);
-  int (*hipStreamWaitEvent)(ptr, ptr, unsigned);
-  int (*hipEventCreateWithFlags)(ptr*, unsigned);
-  int (*hipEventDestroy)(ptr);
-  int (*hipEventRecord)(ptr, ptr);
-  int (*hipEventSynchronize)(ptr);
-  int (*hipModuleLoadData)(ptr*, const void*);
-  int (*hipModuleUnload)(ptr);
-  int (*hipModuleGetFunction)(ptr*, ptr, const char*);
-  int (*hipModuleLaunchKernel)(ptr, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, ptr, void**,
-                               void**);
-  int (*hipMalloc)(void**, std::size_t);
-  int (*hipMallocManaged)(void**, std::size_t, unsigned);
-  int (*hipFree)(void*);
-  int (*hipMallocAsync)(void**, std::size_t, ptr);  // optional
-  int (*hipFreeAsync)(void*, ptr);                  // optional
-  int (*hipMemcpyAsync)(void*, const void*, std::size_t, int, ptr);
-  int (*hipMemsetD32Async)(void*, int, std::size_t, ptr);
-  int (*hipMemsetD16Async)(void*, unsigned short, std::size_t, ptr);
-  int (*hipHostRegister)(void*, std::size_t, unsigned);
-  int (*hipHostUnregister)(void*);
-  const char* (*hipGetErrorString)(int);
-} fn;
 
-bool load(void* lib) {
-#define TINYLA_BIND(name) bind(lib, fn.name, #name)
-  return TINYLA_BIND(hipInit) && TINYLA_BIND(hipGetDeviceCount) && TINYLA_BIND(hipSetDevice) &&
-         TINYLA_BIND(hipGetDevice) && bind_optional(lib, fn.hipStreamGetDevice, "hipStreamGetDevice") &&
-         TINYLA_BIND(hipStreamCreateWithFlags) && TINYLA_BIND(hipStreamDestroy) && TINYLA_BIND(hipStreamSynchronize) &&
-         TINYLA_BIND(hipStreamWaitEvent) && TINYLA_BIND(hipEventCreateWithFlags) && TINYLA_BIND(hipEventDestroy) &&
-         TINYLA_BIND(hipEventRecord) && TINYLA_BIND(hipEventSynchronize) && TINYLA_BIND(hipModuleLoadData) &&
-         TINYLA_BIND(hipModuleUnload) && TINYLA_BIND(hipModuleGetFunction) && TINYLA_BIND(hipModuleLaunchKernel) &&
-         TINYLA_BIND(hipMalloc) && TINYLA_BIND(hipMallocManaged) && TINYLA_BIND(hipFree) &&
-         TINYLA_BIND(hipMemcpyAsync) && TINYLA_BIND(hipMemsetD32Async) && TINYLA_BIND(hipMemsetD16Async) &&
-         TINYLA_BIND(hipHostRegister) && TINYLA_BIND(hipHostUnregister) && TINYLA_BIND(hipGetErrorString) &&
-         bind_optional(lib, fn.hipMallocAsync, "hipMallocAsync") && bind_optional(lib, fn.hipFreeAsync, "hipFreeAsync");
-#undef TINYLA_BIND
-}
+#define TINYLA_HIP_SYMBOLS(REQUIRED, OPTIONAL)                                                               \
+  REQUIRED(int, hipInit, (unsigned))                                                                         \
+  REQUIRED(int, hipSetDevice, (int))                                                                         \
+  REQUIRED(int, hipGetDevice, (int*))                                                                        \
+  OPTIONAL(int, hipStreamGetDevice, (ptr, int*))  /* not in HIP 5.2: then the current device */              \
+  REQUIRED(int, hipStreamCreateWithFlags, (ptr*, unsigned))                                                  \
+  REQUIRED(int, hipStreamDestroy, (ptr))                                                                     \
+  REQUIRED(int, hipStreamSynchronize, (ptr))                                                                 \
+  REQUIRED(int, hipStreamWaitEvent, (ptr, ptr, unsigned))                                                    \
+  REQUIRED(int, hipEventCreateWithFlags, (ptr*, unsigned))                                                   \
+  REQUIRED(int, hipEventDestroy, (ptr))                                                                      \
+  REQUIRED(int, hipEventRecord, (ptr, ptr))                                                                  \
+  REQUIRED(int, hipEventSynchronize, (ptr))                                                                  \
+  REQUIRED(int, hipModuleLoadData, (ptr*, const void*))                                                      \
+  REQUIRED(int, hipModuleGetFunction, (ptr*, ptr, const char*))                                              \
+  REQUIRED(int, hipModuleLaunchKernel, (ptr, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
+                                        ptr, void**, void**))                                                \
+  REQUIRED(int, hipMalloc, (void**, std::size_t))                                                            \
+  REQUIRED(int, hipMallocManaged, (void**, std::size_t, unsigned))                                           \
+  REQUIRED(int, hipFree, (void*))                                                                            \
+  OPTIONAL(int, hipMallocAsync, (void**, std::size_t, ptr))  /* HIP >= 5.2 */                                \
+  OPTIONAL(int, hipFreeAsync, (void*, ptr))                                                                  \
+  REQUIRED(int, hipMemcpyAsync, (void*, const void*, std::size_t, int, ptr))                                 \
+  REQUIRED(int, hipMemsetD32Async, (void*, int, std::size_t, ptr))                                           \
+  REQUIRED(int, hipMemsetD16Async, (void*, unsigned short, std::size_t, ptr))                                \
+  REQUIRED(int, hipHostRegister, (void*, std::size_t, unsigned))                                            \
+  REQUIRED(int, hipHostUnregister, (void*))                                                                  \
+  REQUIRED(const char*, hipGetErrorString, (int))
+
+struct api {
+  TINYLA_HIP_SYMBOLS(TINYLA_DECLARE_SYMBOL, TINYLA_DECLARE_SYMBOL)
+} fn;
+bool load(void* lib) { return TINYLA_HIP_SYMBOLS(TINYLA_BIND_REQUIRED, TINYLA_BIND_OPTIONAL) true; }
+
+// The constants of hip_runtime_api.h used here.
+constexpr unsigned stream_non_blocking = 1;   // hipStreamNonBlocking
+constexpr unsigned event_disable_timing = 2;  // hipEventDisableTiming
+constexpr unsigned mem_attach_global = 1;     // hipMemAttachGlobal
+constexpr int memcpy_default = 4;             // hipMemcpyDefault
 
 driver table() {
   driver d{};
   d.platform = "rocm";
   d.init = [] { return fn.hipInit(0); };
-  d.device_count = [](int* n) { return fn.hipGetDeviceCount(n); };
   d.use_device = [](int device) { return fn.hipSetDevice(device); };
   // HIP has no contexts to speak of: the "context" is the current device + 1.
   d.current_context = [](handle* c) {
@@ -230,17 +223,16 @@ driver table() {
     *c = e ? nullptr : reinterpret_cast<handle>(std::intptr_t(device) + 1);
     return e;
   };
-  d.stream_create = [](handle* s) { return fn.hipStreamCreateWithFlags(s, 1 /* hipStreamNonBlocking */); };
+  d.stream_create = [](handle* s) { return fn.hipStreamCreateWithFlags(s, stream_non_blocking); };
   d.stream_destroy = [](handle s) { return fn.hipStreamDestroy(s); };
   d.stream_synchronize = [](handle s) { return fn.hipStreamSynchronize(s); };
   d.stream_wait_event = [](handle s, handle e) { return fn.hipStreamWaitEvent(s, e, 0); };
-  d.event_create = [](handle* e) { return fn.hipEventCreateWithFlags(e, 2 /* hipEventDisableTiming */); };
+  d.event_create = [](handle* e) { return fn.hipEventCreateWithFlags(e, event_disable_timing); };
   d.event_destroy = [](handle e) { return fn.hipEventDestroy(e); };
   d.event_record = [](handle e, handle s) { return fn.hipEventRecord(e, s); };
   d.event_synchronize = [](handle e) { return fn.hipEventSynchronize(e); };
   d.module_load = [](handle* m, const void* image) { return fn.hipModuleLoadData(m, image); };
   d.module_load_jit = [](handle* m, const void* image, int) { return fn.hipModuleLoadData(m, image); };
-  d.module_unload = [](handle m) { return fn.hipModuleUnload(m); };
   d.module_get_function = [](handle* f, handle m, const char* name) { return fn.hipModuleGetFunction(f, m, name); };
   d.allow_dynamic_shared = [](handle, int) { return 0; };  // AMD: all of the LDS without opting in
   d.launch = [](handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
@@ -248,7 +240,7 @@ driver table() {
     return fn.hipModuleLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
   };
   d.mem_alloc = [](void** p, std::size_t bytes, bool host_shared) {
-    return host_shared ? fn.hipMallocManaged(p, bytes, 1 /* hipMemAttachGlobal */) : fn.hipMalloc(p, bytes);
+    return host_shared ? fn.hipMallocManaged(p, bytes, mem_attach_global) : fn.hipMalloc(p, bytes);
   };
   d.mem_free = [](void* p) { return fn.hipFree(p); };
   if (fn.hipMallocAsync && fn.hipFreeAsync) {
@@ -256,7 +248,7 @@ driver table() {
     d.mem_free_async = [](void* p, handle s) { return fn.hipFreeAsync(p, s); };
   }
   d.memcpy_async = [](void* dst, const void* src, std::size_t n, handle s) {
-    return fn.hipMemcpyAsync(dst, src, n, 4 /* hipMemcpyDefault */, s);
+    return fn.hipMemcpyAsync(dst, src, n, memcpy_default, s);
   };
   d.memset32_async = [](void* dst, std::uint32_t v, std::size_t n, handle s) { return fn.hipMemsetD32Async(dst, int(v), n, s); };
   d.memset16_async = [](void* dst, std::uint16_t v, std::size_t n, handle s) { return fn.hipMemsetD16Async(dst, v, n, s); };

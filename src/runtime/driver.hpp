@@ -17,7 +17,6 @@ struct driver {
   std::string platform;  // "cuda" or "rocm"
   std::string library;   // what was loaded
   int (*init)();
-  int (*device_count)(int*);
   int (*use_device)(int device);  // makes `device` current on the calling thread (primary context)
   // The calling thread's current context (CUDA; null if none) or device (HIP:
   // device + 1, never null), and making one current. Pools and modules belong
@@ -35,7 +34,6 @@ struct driver {
   int (*event_synchronize)(handle);
   int (*module_load)(handle*, const void* image);
   int (*module_load_jit)(handle*, const void* image, int opt_level);
-  int (*module_unload)(handle);
   int (*module_get_function)(handle*, handle module, const char* name);
   int (*allow_dynamic_shared)(handle function, int bytes);  // opt in to more than 48 KiB
   int (*launch)(handle function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned block_y,
