@@ -1,10 +1,10 @@
 # The GPU launch runtime (src/runtime: the GPU backends' and libtinyla_mgpu's),
-# and libtinyla_mgpu, MLIR's mgpu* ABI on it (not part of the wheel). Plain
+# and libtinyla_mgpu (src/mgpu), MLIR's mgpu* ABI on it (not part of the wheel). Plain
 # C++: the driver (libcuda.so.1 or libamdhip64.so) is loaded at run time.
 add_library(tinyla_runtime OBJECT src/runtime/driver.cpp src/runtime/runtime.cpp)
 set(tinyla_runtime_targets tinyla_runtime)
 if(NOT TINYLA_BUILD_PYTHON)
-  add_library(tinyla_mgpu SHARED src/runtime/mgpu.cpp $<TARGET_OBJECTS:tinyla_runtime>)
+  add_library(tinyla_mgpu SHARED src/mgpu/mgpu.cpp $<TARGET_OBJECTS:tinyla_runtime>)
   add_library(tinyla::tinyla_mgpu ALIAS tinyla_mgpu)
   target_link_libraries(tinyla_mgpu PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
   list(APPEND tinyla_runtime_targets tinyla_mgpu)

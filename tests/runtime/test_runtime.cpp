@@ -13,30 +13,9 @@
 
 #include <unistd.h>
 
+#include "mgpu/mgpu.h"
 #include "stand_in.hpp"
 
-extern "C" {
-void* mgpuModuleLoad(void* data, std::size_t size);
-void* mgpuModuleLoadJIT(void* data, int opt_level);
-void mgpuModuleUnload(void* module);
-void* mgpuModuleGetFunction(void* module, const char* name);
-void mgpuLaunchKernel(void* f, std::intptr_t, std::intptr_t, std::intptr_t, std::intptr_t, std::intptr_t,
-                      std::intptr_t, std::int32_t smem, void* stream, void** params, void** extra, std::size_t);
-void* mgpuStreamCreate();
-void mgpuStreamDestroy(void* stream);
-void mgpuStreamSynchronize(void* stream);
-void* mgpuEventCreate();
-void mgpuEventDestroy(void* event);
-void mgpuEventRecord(void* event, void* stream);
-void mgpuStreamWaitEvent(void* stream, void* event);
-void* mgpuMemAlloc(std::uint64_t bytes, void* stream, bool host_shared);
-void mgpuMemFree(void* ptr, void* stream);
-void mgpuMemcpy(void* dst, void* src, std::size_t bytes, void* stream);
-void mgpuMemset32(void* dst, std::uint32_t value, std::size_t count, void* stream);
-void mgpuMemset16(void* dst, std::uint16_t value, std::size_t count, void* stream);
-void mgpuSetDefaultDevice(std::int32_t device);
-const char* tinyla_mgpu_stats();
-}
 
 namespace {
 

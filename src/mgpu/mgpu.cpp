@@ -10,6 +10,8 @@
 // the call prints the reason to stderr once per failure, returns null (loads,
 // lookups, allocations) or does nothing, and later calls given that null do
 // nothing either; the program goes on, and its results are not computed.
+#include "mgpu/mgpu.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -41,14 +43,6 @@ runtime* bound() {
   return r && r->bind_thread() ? r : nullptr;
 }
 
-// StridedMemRefType<char, rank>: the descriptor of a ranked memref.
-struct memref_descriptor {
-  char* allocated;
-  char* aligned;
-  std::int64_t offset;
-  std::int64_t sizes_and_strides[1];  // sizes[rank], then strides[rank]
-};
-
 }  // namespace
 
 #define TINYLA_MGPU extern "C" __attribute__((visibility("default")))
@@ -72,8 +66,8 @@ TINYLA_MGPU handle mgpuModuleGetFunction(handle module, const char* name) {
   return r && module ? r->function(module, name) : nullptr;
 }
 
-// MLIR <= 17 passes 11 arguments, later versions a 12th (the parameter
-// count), which is not needed: it is never read, so both call sites work.
+// The 12th argument (the parameter count, MLIR >= 18) is never read, so MLIR <= 17's
+// 11-argument calls work too.
 TINYLA_MGPU void mgpuLaunchKernel(handle function, std::intptr_t grid_x, std::intptr_t grid_y, std::intptr_t grid_z,
                                   std::intptr_t block_x, std::intptr_t block_y, std::intptr_t block_z,
                                   std::int32_t shared_bytes, handle stream, void** params, void** extra,
@@ -152,13 +146,13 @@ TINYLA_MGPU void mgpuMemHostUnregister(void* ptr) {
 }
 
 // A dense memref: registers [data + offset, + product(sizes) * element size).
-TINYLA_MGPU void mgpuMemHostRegisterMemRef(std::int64_t rank, memref_descriptor* d, std::int64_t element_bytes) {
+TINYLA_MGPU void mgpuMemHostRegisterMemRef(std::int64_t rank, tinyla_mgpu_memref* d, std::int64_t element_bytes) {
   std::int64_t count = 1;
   for (std::int64_t i = 0; i < rank; ++i) count *= d->sizes_and_strides[i];
   mgpuMemHostRegister(d->aligned + d->offset * element_bytes, std::uint64_t(count * element_bytes));
 }
 
-TINYLA_MGPU void mgpuMemHostUnregisterMemRef(std::int64_t /*rank*/, memref_descriptor* d, std::int64_t element_bytes) {
+TINYLA_MGPU void mgpuMemHostUnregisterMemRef(std::int64_t /*rank*/, tinyla_mgpu_memref* d, std::int64_t element_bytes) {
   mgpuMemHostUnregister(d->aligned + d->offset * element_bytes);
 }
 
