@@ -152,8 +152,11 @@ TINYLA_HD void subtract_dot_products(int k, int count, Out out, X x, Y y) {
 // (more often from n = 6), where the right-looking fused update often left a
 // rounding residue (bench/exact_singularity.py counts both).
 // A becomes L (strictly below the diagonal, unit diagonal implied) and U; B
-// becomes L^-1 P B. Multiplies det(A) into acc; returns info. team_factor in
-// src/gpu/kernels.hpp does the same operations with a team of GPU threads.
+// becomes L^-1 P B. Multiplies det(A) into acc; returns info.
+// The one other form of this elimination: team_factor in src/gpu/kernels.hpp,
+// the same operations in the same order spread over a team of GPU threads
+// (one column update per thread per step). Change both together: the GpuKernels
+// tests compare their bits with this one's.
 template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_accum<E>& acc) {
   using L = lane_of<E>;
   constexpr int R = element_traits<E>::is_complex ? 2 : 4;

@@ -1,0 +1,164 @@
+// Host-side planning of the GPU kernels, shared by the launcher (backend.cpp),
+// the device image (kernels.cu: which kernels exist) and the tests' host
+// emulation: the kernel families, the launch configuration table, plan_launch,
+// and the kernels' names and dispatch. The kernel bodies are kernels.hpp.
+//
+// Two kernel shapes (launch_plan picks one, sizes from a table):
+// - per_thread: n <= max_per_thread_n, one matrix per thread, the matrix in
+//   registers (compile-time n, fully unrolled). The block's matrices are staged
+//   through shared memory so that global loads and stores coalesce.
+// - team: larger n. A team of threads per matrix; the matrix sits in shared
+//   memory (or in a global workspace when it does not fit), the threads
+//   exchange the pivot through shared memory; every elimination step is a
+//   column-parallel update, and the right-hand sides (identity columns for an
+//   inverse) are then solved one column per thread, straight in the output.
+// Both are grid-stride loops over the batch with 64-bit indices; no warp size
+// is assumed anywhere (every barrier is block-wide).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "job.hpp"
+#include "kernels/lanes.hpp"
+
+namespace tinyla::TINYLA_KERNEL_NS {
+
+using std::int64_t;
+
+// What a kernel computes: the op's outputs are whichever job pointers are set.
+enum class family { determinant, inverse, solve };  // slogdet/det, inv/slogdet_inv, solve
+
+constexpr family family_of(op kind) {
+  return kind == op::solve ? family::solve
+                           : (kind == op::inv || kind == op::slogdet_inv ? family::inverse : family::determinant);
+}
+
+template <class T> TINYLA_HD T min_of(T a, T b) { return a < b ? a : b; }
+
+// ---- launch configuration (the table to tune) --------------------------------------
+
+inline constexpr int max_per_thread_n = 8;
+// ... and only while the matrices a thread keeps live fit in this many 32-bit
+// registers (A, plus X for an inverse; a solve's B stays in global memory):
+// past that the compiler spills them to local memory (measured with ptxas -v
+// on sm_90: complex128 n = 6 inverses spill, n = 5 use 254 registers).
+inline constexpr int per_thread_register_budget = 200;
+template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
+  const int64_t words = (f == family::inverse ? 2 : 1) * n * n * int64_t(sizeof(E)) / 4;
+  return n <= max_per_thread_n && words <= per_thread_register_budget;
+}
+// Matrices (= threads) per block of the per-thread kernel, by n, for elements
+// of up to 8 bytes; halved for 16-byte ones (the staging buffer and the
+// registers double), and bounded by the shared-memory budget.
+inline constexpr int per_thread_block[max_per_thread_n + 1] = {256, 256, 256, 128, 128, 128, 64, 64, 64};
+// Team kernel: threads per block to aim for, and at most this many threads
+// per team (larger n: each thread owns several rows and columns).
+inline constexpr int team_threads_target = 128;
+inline constexpr int max_team_size = 128;
+// Largest blocks the plans make (the kernels' launch bounds: they let the
+// compilers give each thread the registers that block size leaves, e.g. up to
+// 255 on NVIDIA and 512 VGPRs on CDNA instead of 128 for 1024-thread blocks).
+inline constexpr int max_per_thread_block = 256;
+inline constexpr int max_team_block = team_threads_target > max_team_size ? team_threads_target : max_team_size;
+
+struct plan_options {
+  // Shared memory a kernel may use without opting in to more (48 KiB is the
+  // default limit on NVIDIA; AMD's LDS is 64 KiB). Team kernels whose matrix
+  // does not fit use a global workspace.
+  int64_t shared_budget = 48 * 1024;
+  int per_thread_up_to = max_per_thread_n;  // larger n (or past the register budget): the team kernel
+  int per_thread_block = 0;                 // 0: from the table
+  int team_size = 0;                        // 0: min(n, max_team_size)
+};
+
+struct launch_plan {
+  bool per_thread = true;
+  int block_threads = 1;   // threads per block
+  int team_size = 1;       // team kernel: threads per matrix
+  int64_t blocks = 0;      // grid size (0: nothing to launch)
+  int64_t shared_bytes = 0;
+  int64_t workspace_bytes = 0;  // team kernel whose matrix does not fit in shared memory: global scratch
+};
+
+// Matrix slot stride in elements: odd, so that thread t reading element k of
+// its own slot hits a different bank than thread t+1.
+constexpr int64_t staging_stride(int64_t n) { return (n * n) | 1; }
+
+// Per-team shared memory of the team kernel: pivot rows, the argmax
+// candidates (value, row) of each thread, then the matrix when it lives in
+// shared memory. Sizes rounded to 16 bytes keep every part aligned.
+template <class R> struct team_layout {
+  static constexpr int64_t up(int64_t bytes) { return (bytes + 15) / 16 * 16; }
+  int64_t values, rows, scratch;  // byte offsets; scratch = bytes before the matrix
+  constexpr team_layout(int team_size, int64_t n)
+      : values(up(n * 4)), rows(values + up(team_size * int64_t(sizeof(R)))), scratch(rows + up(team_size * 4)) {}
+};
+
+constexpr int64_t max_grid_blocks = int64_t(1) << 20;  // grid-stride beyond this
+constexpr int64_t max_workspace_bytes = int64_t(256) << 20;  // bounds the global workspace (>= 1 block's)
+
+template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options o = {}) {
+  using R = lane_real<lane_of<E>>;
+  launch_plan p;
+  if (jb.batch == 0) return p;
+  const int64_t n = jb.n, eb = sizeof(E);
+  if (n <= o.per_thread_up_to && per_thread_fits<E>(family_of(jb.kind), n)) {
+    int mpb = o.per_thread_block > 0 ? o.per_thread_block : per_thread_block[n] * 8 / int(eb < 8 ? 8 : eb);
+    while (mpb > 32 && mpb * staging_stride(n) * eb > o.shared_budget) mpb /= 2;
+    p.block_threads = mpb;
+    p.shared_bytes = mpb * staging_stride(n) * eb;
+    p.blocks = min_of((jb.batch + mpb - 1) / mpb, max_grid_blocks);
+    return p;
+  }
+  p.per_thread = false;
+  p.team_size = o.team_size > 0 ? o.team_size : int(min_of<int64_t>(n, max_team_size));
+  const team_layout<R> at(p.team_size, n);
+  const int64_t matrix = n * n * eb;
+  const bool in_shared = at.scratch + matrix <= o.shared_budget;
+  const int64_t per_team = at.up(in_shared ? at.scratch + matrix : at.scratch);
+  int64_t teams = min_of<int64_t>(team_threads_target / p.team_size, o.shared_budget / per_team);
+  teams = teams < 1 ? 1 : teams;
+  p.block_threads = int(teams) * p.team_size;
+  p.shared_bytes = teams * per_team;
+  const int64_t workspace_blocks = max_workspace_bytes / (teams * matrix);
+  p.blocks = min_of((jb.batch + teams - 1) / teams,
+                    in_shared ? max_grid_blocks : (workspace_blocks < 1 ? 1 : workspace_blocks));
+  if (!in_shared) p.workspace_bytes = p.blocks * teams * matrix;
+  return p;
+}
+
+// ---- kernel entry points ------------------------------------------------------------
+// The device image (kernels.cu) exports one extern "C" kernel per family,
+// element type and per-thread n (or the team kernel), named
+//   tinyla_<family>_<dtype>_<n>     per-thread kernel, n = 0..max_per_thread_n
+//   tinyla_<family>_<dtype>_team    team kernel
+// which the host (backend.cpp) looks up by name in the module it loads.
+inline constexpr const char* family_names[] = {"determinant", "inverse", "solve"};
+inline constexpr int kernel_variants = max_per_thread_n + 2;  // n = 0..max_per_thread_n, then the team kernel
+inline constexpr int kernel_count = dtype_count * 3 * kernel_variants;
+constexpr int kernel_index(dtype t, family f, int n /* < 0: team */) {
+  return (int(t) * 3 + int(f)) * kernel_variants + (n < 0 ? kernel_variants - 1 : n);
+}
+
+// Calls visit.template operator()<F, N>() for the job's kernel: its family,
+// and the compile-time n of the per-thread kernel (N = -1: the team kernel).
+// The GPU launcher and the host emulation in the tests both dispatch here.
+template <class E, class Visit> void dispatch_kernel(const job& jb, const launch_plan& plan, Visit&& visit) {
+  auto with_family = [&]<int N>() {
+    auto kernel = [&]<family F>() {  // instantiates only the per-thread kernels plan_launch can pick
+      if constexpr (N < 0 || per_thread_fits<E>(F, N)) visit.template operator()<F, N>();
+    };
+    switch (family_of(jb.kind)) {
+      case family::determinant: return kernel.template operator()<family::determinant>();
+      case family::inverse: return kernel.template operator()<family::inverse>();
+      case family::solve: return kernel.template operator()<family::solve>();
+    }
+  };
+  if (!plan.per_thread) return with_family.template operator()<-1>();
+  [&]<int... Ns>(std::integer_sequence<int, Ns...>) {
+    (void)((jb.n == Ns ? (with_family.template operator()<Ns>(), true) : false) || ...);
+  }(std::make_integer_sequence<int, max_per_thread_n + 1>{});
+}
+
+}  // namespace tinyla::TINYLA_KERNEL_NS
