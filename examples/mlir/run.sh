@@ -18,7 +18,7 @@ if [[ -e /dev/kfd ]] && command -v rocminfo >/dev/null; then
 fi
 cmake -S . -B build-mlir -DCMAKE_BUILD_TYPE=Release -DTINYLA_BUILD_BENCH=OFF -DTINYLA_BUILD_TESTS=ON \
   -DTINYLA_MLIR_ROCM_CHIP="$chip" >/dev/null
-cmake --build build-mlir -j "$(nproc)" --target mlir_launch_1000 mlir_launch_1000_rocm tinyla_fake_driver >/dev/null
+cmake --build build-mlir -j "$(nproc)" --target mlir_launch_1000 mlir_launch_1000_rocm tinyla_stand_in_driver >/dev/null
 bin=build-mlir/examples/mlir
 
 # Best of 5 runs, microseconds of the whole process (start-up and module load included:
@@ -54,7 +54,7 @@ else
     exe=$bin/mlir_launch_1000
     [[ $platform == rocm ]] && exe=$bin/mlir_launch_1000_rocm
     for pool in 1 0; do
-      TINYLA_GPU_DRIVER=$PWD/build-mlir/tests/runtime/libtinyla_fake_driver.so TINYLA_FAKE_DRIVER_REPORT=$report \
+      TINYLA_GPU_DRIVER=$PWD/build-mlir/tests/runtime/libtinyla_stand_in_driver.so TINYLA_STAND_IN_REPORT=$report \
         TINYLA_GPU_PLATFORM=$platform TINYLA_MGPU_POOL=$pool "$exe"
       echo "no GPU here; stand-in driver, $platform, TINYLA_MGPU_POOL=$pool: $(cat "$report")"
     done

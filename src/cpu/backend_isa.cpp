@@ -38,11 +38,11 @@ constexpr int max_fixed_n = TINYLA_MAX_FIXED_N;
 template <class R> constexpr int lanes_of() {
   return TINYLA_VECTOR_BYTES == 0 ? 1 : TINYLA_VECTOR_BYTES / int(sizeof(R));
 }
-// P = 2 pairs two registers per lane group (simd2) for more instructions in flight.
-template <class R, int W, int P> struct lane_type { using type = std::conditional_t<P == 2, simd2<R, W>, simd<R, W>>; };
+// P = 2 pairs two registers per lane group (simd_pair) for more instructions in flight.
+template <class R, int W, int P> struct lane_type { using type = std::conditional_t<P == 2, simd_pair<R, W>, simd<R, W>>; };
 template <class R, int P> struct lane_type<R, 1, P> { using type = R; };
 
-template <class L> TINYLA_HD lane_real<L> lane_get(L x, int w) {
+template <class L> TINYLA_INLINE lane_real<L> lane_get(L x, int w) {
   if constexpr (lane_traits<L>::width == 1) return x;
   else return x[w];
 }
@@ -50,16 +50,16 @@ template <class L> TINYLA_HD lane_real<L> lane_get(L x, int w) {
 // ---- packing: rows of W consecutive matrices <-> lanes ------------------------
 
 template <int W, int d, bool hi, class V, std::size_t... I>
-TINYLA_HD V butterfly(V a, V b, std::index_sequence<I...>) {
+TINYLA_INLINE V butterfly(V a, V b, std::index_sequence<I...>) {
   // Exchanges bit d of the vector index with bit d of the lane index.
   return __builtin_shufflevector(
       a, b, (hi ? ((I & d) == 0 ? I + d : W + I) : ((I & d) == 0 ? I : W + I - d))...);
 }
-template <int W, int K, class V, std::size_t... I> TINYLA_HD V lane_order(V a, std::index_sequence<I...>) {
+template <int W, int K, class V, std::size_t... I> TINYLA_INLINE V lane_order(V a, std::index_sequence<I...>) {
   return __builtin_shufflevector(a, a, int((I % (W / K)) * K + I / (W / K))...);
 }
 template <int W, int K, bool Inverse, class V, std::size_t... I>
-TINYLA_HD V lane_order_inverse(V a, std::index_sequence<I...>) {
+TINYLA_INLINE V lane_order_inverse(V a, std::index_sequence<I...>) {
   return __builtin_shufflevector(a, a, int((I % K) * (W / K) + I / K)...);
 }
 
@@ -69,7 +69,7 @@ TINYLA_HD V lane_order_inverse(V a, std::index_sequence<I...>) {
 // vector w / (W/K), lane (w % (W/K))*K + c: log2(K) butterflies move c into
 // the vector index, one permute puts w in lane order. K = W is the square
 // transpose.
-template <int W, int K, bool Inverse, class V> TINYLA_HD void transpose_block(V* r) {
+template <int W, int K, bool Inverse, class V> TINYLA_INLINE void transpose_block(V* r) {
   constexpr auto lanes = std::make_index_sequence<W>{};
   if constexpr (Inverse)
     for (int c = 0; c < K; ++c) r[c] = lane_order_inverse<W, K, true>(r[c], lanes);
@@ -89,7 +89,7 @@ template <int W, int K, bool Inverse, class V> TINYLA_HD void transpose_block(V*
 }
 
 // Calls f(std::integral_constant<int, K>) with K = k, for k a power of two <= W.
-template <int W, class F> TINYLA_HD bool with_pow2(int64_t k, F&& f) {
+template <int W, class F> TINYLA_INLINE bool with_pow2(int64_t k, F&& f) {
   return [&]<int... D>(std::integer_sequence<int, D...>) {
     return ((k == (1 << D) ? (f(std::integral_constant<int, (1 << D)>{}), true) : false) || ...);
   }(std::make_integer_sequence<int, std::bit_width(unsigned(W))>{});
@@ -98,7 +98,7 @@ template <int W, class F> TINYLA_HD bool with_pow2(int64_t k, F&& f) {
 // K reals of each of `count` matrices (matrix w at src + w * K) into K lane
 // vectors at dst, `stride` vectors apart (2 when a lane group is a register
 // pair); lanes past count repeat matrix 0 (their results are dropped).
-template <class R, int W> TINYLA_HD void pack(const R* src, int64_t K, int count, void* dst, int stride = 1) {
+template <class R, int W> TINYLA_INLINE void pack(const R* src, int64_t K, int count, void* dst, int stride = 1) {
   if (K == 0) return;  // n = 0 (src may be null)
   if constexpr (W == 1) {
     std::memcpy(dst, src, size_t(K) * sizeof(R));
@@ -133,7 +133,7 @@ template <class R, int W> TINYLA_HD void pack(const R* src, int64_t K, int count
 }
 
 // The inverse of pack: K lane vectors (stride apart) to `count` matrices.
-template <class R, int W> TINYLA_HD void unpack(const void* src, int64_t K, int count, R* dst, int stride = 1) {
+template <class R, int W> TINYLA_INLINE void unpack(const void* src, int64_t K, int count, R* dst, int stride = 1) {
   if (count > W) __builtin_unreachable();
   if (K == 0) return;
   if constexpr (W == 1) {
@@ -170,14 +170,14 @@ template <class R, int W> TINYLA_HD void unpack(const void* src, int64_t K, int 
 
 // A lane group of P registers: register h holds matrices [h*W, (h+1)*W).
 // Registers with no matrix left repeat matrix 0 of the group.
-template <class R, int W, int P> TINYLA_HD void pack_group(const R* src, int64_t K, int count, void* dst) {
+template <class R, int W, int P> TINYLA_INLINE void pack_group(const R* src, int64_t K, int count, void* dst) {
   using V = typename simd<R, W>::native;
   for (int h = 0; h < P; ++h) {
     const int c = std::min(count - h * W, W);
     pack<R, W>(c > 0 ? src + h * W * K : src, K, c > 0 ? c : 1, static_cast<char*>(dst) + h * sizeof(V), P);
   }
 }
-template <class R, int W, int P> TINYLA_HD void unpack_group(const void* src, int64_t K, int count, R* dst) {
+template <class R, int W, int P> TINYLA_INLINE void unpack_group(const void* src, int64_t K, int count, R* dst) {
   using V = typename simd<R, W>::native;
   for (int h = 0; h < P && count > h * W; ++h)
     unpack<R, W>(static_cast<const char*>(src) + h * sizeof(V), K, std::min(count - h * W, W), dst + h * W * K, P);
@@ -185,17 +185,17 @@ template <class R, int W, int P> TINYLA_HD void unpack_group(const void* src, in
 
 // ---- per-matrix outputs -------------------------------------------------------
 
-template <class L> TINYLA_HD void store_real(void* out, int64_t b, int count, L v) {
+template <class L> TINYLA_INLINE void store_real(void* out, int64_t b, int count, L v) {
   auto* o = static_cast<lane_real<L>*>(out) + b;
   if (count == lane_traits<L>::width) std::memcpy(o, &v, sizeof(v));
   else for (int w = 0; w < count; ++w) o[w] = lane_get(v, w);
 }
-template <class L> TINYLA_HD void store_element(void* out, int64_t b, int count, L v) { store_real(out, b, count, v); }
-template <class L> TINYLA_HD void store_element(void* out, int64_t b, int count, cplx<L> v) {
+template <class L> TINYLA_INLINE void store_element(void* out, int64_t b, int count, L v) { store_real(out, b, count, v); }
+template <class L> TINYLA_INLINE void store_element(void* out, int64_t b, int count, cplx<L> v) {
   auto* o = static_cast<lane_real<L>*>(out) + 2 * b;
   for (int w = 0; w < count; ++w) o[2 * w] = lane_get(v.re, w), o[2 * w + 1] = lane_get(v.im, w);
 }
-template <class L> TINYLA_HD void store_info(std::int32_t* out, int64_t b, int count, L v) {
+template <class L> TINYLA_INLINE void store_info(std::int32_t* out, int64_t b, int count, L v) {
   if (!out) return;
   for (int w = 0; w < count; ++w) out[b + w] = std::int32_t(lane_get(v, w));
 }

@@ -24,9 +24,9 @@ template <class T, int W> struct simd_mask {
   using I = typename simd_int<T>::type;
   typedef I native __attribute__((vector_size(sizeof(I) * W)));
   native v;
-  friend TINYLA_HD simd_mask operator&(simd_mask a, simd_mask b) { return {a.v & b.v}; }
-  friend TINYLA_HD simd_mask operator|(simd_mask a, simd_mask b) { return {a.v | b.v}; }
-  friend TINYLA_HD simd_mask operator!(simd_mask a) { return {~a.v}; }
+  friend TINYLA_INLINE simd_mask operator&(simd_mask a, simd_mask b) { return {a.v & b.v}; }
+  friend TINYLA_INLINE simd_mask operator|(simd_mask a, simd_mask b) { return {a.v | b.v}; }
+  friend TINYLA_INLINE simd_mask operator!(simd_mask a) { return {~a.v}; }
 };
 
 template <class T, int W> struct simd {
@@ -48,26 +48,26 @@ template <class T, int W> struct simd {
   }
   void store(T* p) const { std::memcpy(p, &v, sizeof(native)); }
 
-  friend TINYLA_HD simd operator+(simd a, simd b) { return {a.v + b.v}; }
-  friend TINYLA_HD simd operator-(simd a, simd b) { return {a.v - b.v}; }
-  friend TINYLA_HD simd operator*(simd a, simd b) { return {a.v * b.v}; }
-  friend TINYLA_HD simd operator/(simd a, simd b) { return {a.v / b.v}; }
-  friend TINYLA_HD simd operator-(simd a) { return {-a.v}; }
+  friend TINYLA_INLINE simd operator+(simd a, simd b) { return {a.v + b.v}; }
+  friend TINYLA_INLINE simd operator-(simd a, simd b) { return {a.v - b.v}; }
+  friend TINYLA_INLINE simd operator*(simd a, simd b) { return {a.v * b.v}; }
+  friend TINYLA_INLINE simd operator/(simd a, simd b) { return {a.v / b.v}; }
+  friend TINYLA_INLINE simd operator-(simd a) { return {-a.v}; }
   simd& operator+=(simd b) { v += b.v; return *this; }
   simd& operator*=(simd b) { v *= b.v; return *this; }
-  friend TINYLA_HD mask operator<(simd a, simd b) { return {a.v < b.v}; }
-  friend TINYLA_HD mask operator>(simd a, simd b) { return {a.v > b.v}; }
-  friend TINYLA_HD mask operator<=(simd a, simd b) { return {a.v <= b.v}; }
-  friend TINYLA_HD mask operator>=(simd a, simd b) { return {a.v >= b.v}; }
-  friend TINYLA_HD mask operator==(simd a, simd b) { return {a.v == b.v}; }
-  friend TINYLA_HD mask operator!=(simd a, simd b) { return {a.v != b.v}; }
+  friend TINYLA_INLINE mask operator<(simd a, simd b) { return {a.v < b.v}; }
+  friend TINYLA_INLINE mask operator>(simd a, simd b) { return {a.v > b.v}; }
+  friend TINYLA_INLINE mask operator<=(simd a, simd b) { return {a.v <= b.v}; }
+  friend TINYLA_INLINE mask operator>=(simd a, simd b) { return {a.v >= b.v}; }
+  friend TINYLA_INLINE mask operator==(simd a, simd b) { return {a.v == b.v}; }
+  friend TINYLA_INLINE mask operator!=(simd a, simd b) { return {a.v != b.v}; }
 };
 
 // Native operations: intrinsics where the ISA has them (GCC's vectorizer
 // does not always turn the generic per-lane loops into one instruction),
 // per-lane builtins otherwise. Overload resolution prefers the intrinsics.
 namespace native_ops {
-template <class V> TINYLA_HD V fma(V a, V b, V c) {
+template <class V> TINYLA_INLINE V fma(V a, V b, V c) {
   V r;
   for (int i = 0; i < int(sizeof(V) / sizeof(a[0])); ++i) {
     if constexpr (sizeof(a[0]) == 4) r[i] = __builtin_fmaf(a[i], b[i], c[i]);
@@ -75,7 +75,7 @@ template <class V> TINYLA_HD V fma(V a, V b, V c) {
   }
   return r;
 }
-template <class V> TINYLA_HD V sqrt(V a) {
+template <class V> TINYLA_INLINE V sqrt(V a) {
   V r;
   for (int i = 0; i < int(sizeof(V) / sizeof(a[0])); ++i) {
     if constexpr (sizeof(a[0]) == 4) r[i] = __builtin_sqrtf(a[i]);
@@ -83,45 +83,45 @@ template <class V> TINYLA_HD V sqrt(V a) {
   }
   return r;
 }
-template <class M> TINYLA_HD bool any(M m) {
+template <class M> TINYLA_INLINE bool any(M m) {
   auto acc = m[0];
   for (int i = 1; i < int(sizeof(M) / sizeof(m[0])); ++i) acc |= m[i];
   return acc != 0;
 }
 #if defined(__FMA__)
-TINYLA_HD __m128d fma(__m128d a, __m128d b, __m128d c) { return _mm_fmadd_pd(a, b, c); }
-TINYLA_HD __m128 fma(__m128 a, __m128 b, __m128 c) { return _mm_fmadd_ps(a, b, c); }
-TINYLA_HD __m256d fma(__m256d a, __m256d b, __m256d c) { return _mm256_fmadd_pd(a, b, c); }
-TINYLA_HD __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+TINYLA_INLINE __m128d fma(__m128d a, __m128d b, __m128d c) { return _mm_fmadd_pd(a, b, c); }
+TINYLA_INLINE __m128 fma(__m128 a, __m128 b, __m128 c) { return _mm_fmadd_ps(a, b, c); }
+TINYLA_INLINE __m256d fma(__m256d a, __m256d b, __m256d c) { return _mm256_fmadd_pd(a, b, c); }
+TINYLA_INLINE __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
 #endif
 #if defined(__AVX__)
-TINYLA_HD __m256d sqrt(__m256d a) { return _mm256_sqrt_pd(a); }
-TINYLA_HD __m256 sqrt(__m256 a) { return _mm256_sqrt_ps(a); }
-TINYLA_HD bool any(simd_mask<double, 4>::native m) { return !_mm256_testz_si256((__m256i)m, (__m256i)m); }
-TINYLA_HD bool any(simd_mask<float, 8>::native m) { return !_mm256_testz_si256((__m256i)m, (__m256i)m); }
+TINYLA_INLINE __m256d sqrt(__m256d a) { return _mm256_sqrt_pd(a); }
+TINYLA_INLINE __m256 sqrt(__m256 a) { return _mm256_sqrt_ps(a); }
+TINYLA_INLINE bool any(simd_mask<double, 4>::native m) { return !_mm256_testz_si256((__m256i)m, (__m256i)m); }
+TINYLA_INLINE bool any(simd_mask<float, 8>::native m) { return !_mm256_testz_si256((__m256i)m, (__m256i)m); }
 #endif
 #if defined(__AVX512F__)
-TINYLA_HD __m512d fma(__m512d a, __m512d b, __m512d c) { return _mm512_fmadd_pd(a, b, c); }
-TINYLA_HD __m512 fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
-TINYLA_HD bool any(simd_mask<double, 8>::native m) { return _mm512_cmpneq_epi64_mask((__m512i)m, _mm512_setzero_si512()) != 0; }
-TINYLA_HD bool any(simd_mask<float, 16>::native m) { return _mm512_cmpneq_epi32_mask((__m512i)m, _mm512_setzero_si512()) != 0; }
+TINYLA_INLINE __m512d fma(__m512d a, __m512d b, __m512d c) { return _mm512_fmadd_pd(a, b, c); }
+TINYLA_INLINE __m512 fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+TINYLA_INLINE bool any(simd_mask<double, 8>::native m) { return _mm512_cmpneq_epi64_mask((__m512i)m, _mm512_setzero_si512()) != 0; }
+TINYLA_INLINE bool any(simd_mask<float, 16>::native m) { return _mm512_cmpneq_epi32_mask((__m512i)m, _mm512_setzero_si512()) != 0; }
 #endif
 }  // namespace native_ops
 
-template <class T, int W> TINYLA_HD simd<T, W> fmadd(simd<T, W> a, simd<T, W> b, simd<T, W> c) {
+template <class T, int W> TINYLA_INLINE simd<T, W> fmadd(simd<T, W> a, simd<T, W> b, simd<T, W> c) {
   return {native_ops::fma(a.v, b.v, c.v)};
 }
-template <class T, int W> TINYLA_HD simd<T, W> sqrt_lane(simd<T, W> a) { return {native_ops::sqrt(a.v)}; }
-template <class T, int W> TINYLA_HD simd<T, W> absval(simd<T, W> a) {
+template <class T, int W> TINYLA_INLINE simd<T, W> sqrt_lane(simd<T, W> a) { return {native_ops::sqrt(a.v)}; }
+template <class T, int W> TINYLA_INLINE simd<T, W> absval(simd<T, W> a) {
   using I = typename simd_int<T>::type;
   using IV = typename simd_mask<T, W>::native;
   constexpr I sign = I(1) << (sizeof(I) * 8 - 1);
   return {(typename simd<T, W>::native)((IV)a.v & ~sign)};
 }
-template <class T, int W> TINYLA_HD simd<T, W> select(simd_mask<T, W> m, simd<T, W> a, simd<T, W> b) {
+template <class T, int W> TINYLA_INLINE simd<T, W> select(simd_mask<T, W> m, simd<T, W> a, simd<T, W> b) {
   return {m.v ? a.v : b.v};
 }
-template <class T, int W> TINYLA_HD bool any_of(simd_mask<T, W> m) { return native_ops::any(m.v); }
+template <class T, int W> TINYLA_INLINE bool any_of(simd_mask<T, W> m) { return native_ops::any(m.v); }
 
 // IEEE layout constants of T.
 template <class T> struct ieee;
@@ -134,7 +134,7 @@ template <> struct ieee<float> {
 
 // Exact integer (held in T) from a small non-negative integer lane, without a
 // slow int64->double conversion on AVX2: (2^mant_bits | k) - 2^mant_bits.
-template <class T, int W> TINYLA_HD simd<T, W> int_to_real(typename simd_mask<T, W>::native k) {
+template <class T, int W> TINYLA_INLINE simd<T, W> int_to_real(typename simd_mask<T, W>::native k) {
   using I = typename simd_int<T>::type;
   using native = typename simd<T, W>::native;
   constexpr T magic = T(I(1) << ieee<T>::mant_bits);
@@ -142,7 +142,7 @@ template <class T, int W> TINYLA_HD simd<T, W> int_to_real(typename simd_mask<T,
   return {(native)(k | magic_bits) - magic};
 }
 
-template <class T, int W> TINYLA_HD simd<T, W> frexp2(simd<T, W> x, simd<T, W>& e) {
+template <class T, int W> TINYLA_INLINE simd<T, W> frexp2(simd<T, W> x, simd<T, W>& e) {
   using I = typename simd_int<T>::type;
   using IV = typename simd_mask<T, W>::native;
   using native = typename simd<T, W>::native;
@@ -166,7 +166,7 @@ template <class T, int W> TINYLA_HD simd<T, W> frexp2(simd<T, W> x, simd<T, W>& 
 
 // x * 2^e rounded once, as std::ldexp (musl's scalbn scheme): large |e| is
 // applied in steps that keep x normal, so only the last multiply can round.
-template <class T, int W> TINYLA_HD simd<T, W> ldexp2(simd<T, W> x, simd<T, W> e) {
+template <class T, int W> TINYLA_INLINE simd<T, W> ldexp2(simd<T, W> x, simd<T, W> e) {
   using I = typename simd_int<T>::type;
   using IV = typename simd_mask<T, W>::native;
   using native = typename simd<T, W>::native;
@@ -197,57 +197,57 @@ template <class T, int W> struct lane_traits<simd<T, W>> {
 // are independent, so a latency-bound kernel (small n: pivot -> division ->
 // update chains) keeps twice as much in flight. Every operation is applied
 // to both halves; the bits of each lane are those of simd<T, W>.
-template <class T, int W> struct simd2_mask {
+template <class T, int W> struct simd_pair_mask {
   simd_mask<T, W> lo, hi;
-  friend TINYLA_HD simd2_mask operator&(simd2_mask a, simd2_mask b) { return {a.lo & b.lo, a.hi & b.hi}; }
-  friend TINYLA_HD simd2_mask operator|(simd2_mask a, simd2_mask b) { return {a.lo | b.lo, a.hi | b.hi}; }
-  friend TINYLA_HD simd2_mask operator!(simd2_mask a) { return {!a.lo, !a.hi}; }
+  friend TINYLA_INLINE simd_pair_mask operator&(simd_pair_mask a, simd_pair_mask b) { return {a.lo & b.lo, a.hi & b.hi}; }
+  friend TINYLA_INLINE simd_pair_mask operator|(simd_pair_mask a, simd_pair_mask b) { return {a.lo | b.lo, a.hi | b.hi}; }
+  friend TINYLA_INLINE simd_pair_mask operator!(simd_pair_mask a) { return {!a.lo, !a.hi}; }
 };
 
-template <class T, int W> struct simd2 {
+template <class T, int W> struct simd_pair {
   using half = simd<T, W>;
-  using mask = simd2_mask<T, W>;
+  using mask = simd_pair_mask<T, W>;
   half lo, hi;
 
-  simd2() = default;
-  constexpr simd2(half l, half h) : lo(l), hi(h) {}
+  simd_pair() = default;
+  constexpr simd_pair(half l, half h) : lo(l), hi(h) {}
   template <class S>
     requires std::is_arithmetic_v<S>
-  constexpr simd2(S x) : lo(x), hi(x) {}
+  constexpr simd_pair(S x) : lo(x), hi(x) {}
 
   T operator[](int i) const { return i < W ? lo[i] : hi[i - W]; }
 
-  friend TINYLA_HD simd2 operator+(simd2 a, simd2 b) { return {a.lo + b.lo, a.hi + b.hi}; }
-  friend TINYLA_HD simd2 operator-(simd2 a, simd2 b) { return {a.lo - b.lo, a.hi - b.hi}; }
-  friend TINYLA_HD simd2 operator*(simd2 a, simd2 b) { return {a.lo * b.lo, a.hi * b.hi}; }
-  friend TINYLA_HD simd2 operator/(simd2 a, simd2 b) { return {a.lo / b.lo, a.hi / b.hi}; }
-  friend TINYLA_HD simd2 operator-(simd2 a) { return {-a.lo, -a.hi}; }
-  friend TINYLA_HD mask operator<(simd2 a, simd2 b) { return {a.lo < b.lo, a.hi < b.hi}; }
-  friend TINYLA_HD mask operator>(simd2 a, simd2 b) { return {a.lo > b.lo, a.hi > b.hi}; }
-  friend TINYLA_HD mask operator<=(simd2 a, simd2 b) { return {a.lo <= b.lo, a.hi <= b.hi}; }
-  friend TINYLA_HD mask operator>=(simd2 a, simd2 b) { return {a.lo >= b.lo, a.hi >= b.hi}; }
-  friend TINYLA_HD mask operator==(simd2 a, simd2 b) { return {a.lo == b.lo, a.hi == b.hi}; }
-  friend TINYLA_HD mask operator!=(simd2 a, simd2 b) { return {a.lo != b.lo, a.hi != b.hi}; }
+  friend TINYLA_INLINE simd_pair operator+(simd_pair a, simd_pair b) { return {a.lo + b.lo, a.hi + b.hi}; }
+  friend TINYLA_INLINE simd_pair operator-(simd_pair a, simd_pair b) { return {a.lo - b.lo, a.hi - b.hi}; }
+  friend TINYLA_INLINE simd_pair operator*(simd_pair a, simd_pair b) { return {a.lo * b.lo, a.hi * b.hi}; }
+  friend TINYLA_INLINE simd_pair operator/(simd_pair a, simd_pair b) { return {a.lo / b.lo, a.hi / b.hi}; }
+  friend TINYLA_INLINE simd_pair operator-(simd_pair a) { return {-a.lo, -a.hi}; }
+  friend TINYLA_INLINE mask operator<(simd_pair a, simd_pair b) { return {a.lo < b.lo, a.hi < b.hi}; }
+  friend TINYLA_INLINE mask operator>(simd_pair a, simd_pair b) { return {a.lo > b.lo, a.hi > b.hi}; }
+  friend TINYLA_INLINE mask operator<=(simd_pair a, simd_pair b) { return {a.lo <= b.lo, a.hi <= b.hi}; }
+  friend TINYLA_INLINE mask operator>=(simd_pair a, simd_pair b) { return {a.lo >= b.lo, a.hi >= b.hi}; }
+  friend TINYLA_INLINE mask operator==(simd_pair a, simd_pair b) { return {a.lo == b.lo, a.hi == b.hi}; }
+  friend TINYLA_INLINE mask operator!=(simd_pair a, simd_pair b) { return {a.lo != b.lo, a.hi != b.hi}; }
 };
 
-template <class T, int W> TINYLA_HD simd2<T, W> fmadd(simd2<T, W> a, simd2<T, W> b, simd2<T, W> c) {
+template <class T, int W> TINYLA_INLINE simd_pair<T, W> fmadd(simd_pair<T, W> a, simd_pair<T, W> b, simd_pair<T, W> c) {
   return {fmadd(a.lo, b.lo, c.lo), fmadd(a.hi, b.hi, c.hi)};
 }
-template <class T, int W> TINYLA_HD simd2<T, W> sqrt_lane(simd2<T, W> a) { return {sqrt_lane(a.lo), sqrt_lane(a.hi)}; }
-template <class T, int W> TINYLA_HD simd2<T, W> absval(simd2<T, W> a) { return {absval(a.lo), absval(a.hi)}; }
-template <class T, int W> TINYLA_HD simd2<T, W> select(simd2_mask<T, W> m, simd2<T, W> a, simd2<T, W> b) {
+template <class T, int W> TINYLA_INLINE simd_pair<T, W> sqrt_lane(simd_pair<T, W> a) { return {sqrt_lane(a.lo), sqrt_lane(a.hi)}; }
+template <class T, int W> TINYLA_INLINE simd_pair<T, W> absval(simd_pair<T, W> a) { return {absval(a.lo), absval(a.hi)}; }
+template <class T, int W> TINYLA_INLINE simd_pair<T, W> select(simd_pair_mask<T, W> m, simd_pair<T, W> a, simd_pair<T, W> b) {
   return {select(m.lo, a.lo, b.lo), select(m.hi, a.hi, b.hi)};
 }
-template <class T, int W> TINYLA_HD bool any_of(simd2_mask<T, W> m) { return any_of(m.lo | m.hi); }
-template <class T, int W> TINYLA_HD simd2<T, W> frexp2(simd2<T, W> x, simd2<T, W>& e) {
+template <class T, int W> TINYLA_INLINE bool any_of(simd_pair_mask<T, W> m) { return any_of(m.lo | m.hi); }
+template <class T, int W> TINYLA_INLINE simd_pair<T, W> frexp2(simd_pair<T, W> x, simd_pair<T, W>& e) {
   return {frexp2(x.lo, e.lo), frexp2(x.hi, e.hi)};
 }
-template <class T, int W> TINYLA_HD simd2<T, W> ldexp2(simd2<T, W> x, simd2<T, W> e) {
+template <class T, int W> TINYLA_INLINE simd_pair<T, W> ldexp2(simd_pair<T, W> x, simd_pair<T, W> e) {
   return {ldexp2(x.lo, e.lo), ldexp2(x.hi, e.hi)};
 }
-template <class T, int W> struct lane_traits<simd2<T, W>> {
+template <class T, int W> struct lane_traits<simd_pair<T, W>> {
   using real_type = T;
-  using mask_type = simd2_mask<T, W>;
+  using mask_type = simd_pair_mask<T, W>;
   static constexpr int width = 2 * W;
 };
 

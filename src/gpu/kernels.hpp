@@ -199,13 +199,13 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
   const int64_t nn = int64_t(n) * n;
   const int teams = blk.threads() / team_size, team = blk.thread() / team_size;
   const team_id tm{blk.thread() % team_size, team_size};
-  const team_layout<R> at(team_size, n);  // must match plan_launch
-  const int64_t per_team = at.up(at.scratch + (workspace ? 0 : nn * int64_t(sizeof(E))));
+  const team_layout<R> layout(team_size, n);  // must match plan_launch
+  const int64_t per_team = layout.up(layout.scratch + (workspace ? 0 : nn * int64_t(sizeof(E))));
   char* mine = static_cast<char*>(blk.shared()) + team * per_team;
   int* piv = reinterpret_cast<int*>(mine);
-  auto* best_val = reinterpret_cast<R*>(mine + at.values);
-  int* best_row = reinterpret_cast<int*>(mine + at.rows);
-  E* lu = workspace ? workspace + (blk.block() * teams + team) * nn : reinterpret_cast<E*>(mine + at.scratch);
+  auto* best_val = reinterpret_cast<R*>(mine + layout.values);
+  int* best_row = reinterpret_cast<int*>(mine + layout.rows);
+  E* lu = workspace ? workspace + (blk.block() * teams + team) * nn : reinterpret_cast<E*>(mine + layout.scratch);
   const E* a = static_cast<const E*>(jb.a);
   E* x = static_cast<E*>(jb.x);
   const int64_t nx = F == family::solve ? n * jb.nrhs : nn;  // x elements per matrix

@@ -104,19 +104,19 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
   if (jb.batch == 0) return p;
   const int64_t n = jb.n, eb = sizeof(E);
   if (n <= o.per_thread_up_to && per_thread_fits<E>(family_of(jb.kind), n)) {
-    int mpb = o.per_thread_block > 0 ? o.per_thread_block : per_thread_block[n] * 8 / int(eb < 8 ? 8 : eb);
-    while (mpb > 32 && mpb * staging_stride(n) * eb > o.shared_budget) mpb /= 2;
-    p.block_threads = mpb;
-    p.shared_bytes = mpb * staging_stride(n) * eb;
-    p.blocks = min_of((jb.batch + mpb - 1) / mpb, max_grid_blocks);
+    int per_block = o.per_thread_block > 0 ? o.per_thread_block : per_thread_block[n] * 8 / int(eb < 8 ? 8 : eb);
+    while (per_block > 32 && per_block * staging_stride(n) * eb > o.shared_budget) per_block /= 2;
+    p.block_threads = per_block;
+    p.shared_bytes = per_block * staging_stride(n) * eb;
+    p.blocks = min_of((jb.batch + per_block - 1) / per_block, max_grid_blocks);
     return p;
   }
   p.per_thread = false;
   p.team_size = o.team_size > 0 ? o.team_size : int(min_of<int64_t>(n, max_team_size));
-  const team_layout<R> at(p.team_size, n);
+  const team_layout<R> layout(p.team_size, n);
   const int64_t matrix = n * n * eb;
-  const bool in_shared = at.scratch + matrix <= o.shared_budget;
-  const int64_t per_team = at.up(in_shared ? at.scratch + matrix : at.scratch);
+  const bool in_shared = layout.scratch + matrix <= o.shared_budget;
+  const int64_t per_team = layout.up(in_shared ? layout.scratch + matrix : layout.scratch);
   int64_t teams = min_of<int64_t>(team_threads_target / p.team_size, o.shared_budget / per_team);
   teams = teams < 1 ? 1 : teams;
   p.block_threads = int(teams) * p.team_size;

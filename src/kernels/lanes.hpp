@@ -31,6 +31,8 @@
 #else
 #define TINYLA_HD inline __attribute__((always_inline))
 #endif
+// CPU-only code (src/cpu: the SIMD lane types, packing): inlined as the kernels are.
+#define TINYLA_INLINE inline __attribute__((always_inline))
 
 // Loop unrolling. GPU compilers unroll a loop fully only when asked, and a
 // compile-time-size matrix stays in registers only when every loop over it is

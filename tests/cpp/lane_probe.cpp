@@ -13,7 +13,7 @@ namespace {
 
 template <class R, int P> struct probe_lane {
   static constexpr int width = TINYLA_VECTOR_BYTES == 0 ? 1 : TINYLA_VECTOR_BYTES / int(sizeof(R));
-  using type = std::conditional_t<width == 1, R, std::conditional_t<P == 2, simd2<R, width>, simd<R, width>>>;
+  using type = std::conditional_t<width == 1, R, std::conditional_t<P == 2, simd_pair<R, width>, simd<R, width>>>;
 };
 
 template <class L, class R> L load(const R* p) {

@@ -20,7 +20,7 @@ enum output : int {
 
 // Inputs x, y, z of `count` values (a multiple of max_width) and integral exponents e;
 // out: output_count arrays of `count` values, out[k * count + i]. `paired`: the lane
-// type of two registers (simd2) instead of one.
+// type of two registers (simd_pair) instead of one.
 inline constexpr int max_width = 32;
 template <class R> using probe_fn = void (*)(const R* x, const R* y, const R* z, const R* e, std::int64_t count,
                                              bool paired, R* out);

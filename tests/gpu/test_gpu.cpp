@@ -5,7 +5,7 @@
 //   64-bit indexing. Without a device (this project's CI) they skip, saying
 //   so, and the no-device error path is checked instead.
 // - StandIn*: the host side against the stand-in driver (tests/runtime/
-//   fake_driver.cpp, which runs no kernels): every kernel a plan can pick is
+//   stand_in_driver.cpp, which runs no kernels): every kernel a plan can pick is
 //   in the library's device image under the name the host looks up, each call
 //   is one launch within the kernel's bounds, the image is loaded once, the
 //   workspace comes and goes on the stream; failures are statuses with reasons.

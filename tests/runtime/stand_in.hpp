@@ -1,4 +1,4 @@
-// Reading the stand-in driver's counts (fake_driver.cpp) in the tests.
+// Reading the stand-in driver's counts (stand_in_driver.cpp) in the tests.
 #pragma once
 
 #include <dlfcn.h>
@@ -24,7 +24,7 @@ inline std::map<std::string, long> parse(const std::string& line) {
 inline std::map<std::string, long> counts() {
   const char* path = std::getenv("TINYLA_GPU_DRIVER");
   void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  auto report = lib ? reinterpret_cast<const char* (*)()>(dlsym(lib, "tinyla_fake_driver_report")) : nullptr;
+  auto report = lib ? reinterpret_cast<const char* (*)()>(dlsym(lib, "tinyla_stand_in_report")) : nullptr;
   std::map<std::string, long> m = report ? parse(report()) : std::map<std::string, long>{};
   if (lib) dlclose(lib);  // drops the reference RTLD_NOLOAD took
   return m;

@@ -25,10 +25,10 @@ std::map<std::string, long> stats() { return stand_in::parse(tinyla_mgpu_stats()
 // (through `output`) what the command printed.
 std::map<std::string, long> run_with_stand_in(const std::string& exe, const std::string& env, std::string* output) {
   // One file per process: ctest runs these tests in parallel processes (and CI runs may overlap).
-  const std::string report = ::testing::TempDir() + "tinyla_fake_report." + std::to_string(getpid()) + ".txt",
+  const std::string report = ::testing::TempDir() + "tinyla_stand_in_report." + std::to_string(getpid()) + ".txt",
                     log = report + ".log";
   std::remove(report.c_str());
-  const std::string cmd = "TINYLA_FAKE_DRIVER_REPORT=" + report + " " + env + " " + exe + " > " + log + " 2>&1";
+  const std::string cmd = "TINYLA_STAND_IN_REPORT=" + report + " " + env + " " + exe + " > " + log + " 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream l(log);
   *output = std::string(std::istreambuf_iterator<char>(l), {});
@@ -177,7 +177,7 @@ TEST(Runtime, ConcurrentUse) {
 // The report's program, compiled by MLIR 22: 1000 launches, one stream, one
 // module load and one function lookup reach the driver. `env` picks the API.
 void expect_one_of_each(const char* exe, const std::string& env, bool hip) {
-  const std::string driver = std::string("TINYLA_GPU_DRIVER=") + TINYLA_FAKE_DRIVER + " " + env;
+  const std::string driver = std::string("TINYLA_GPU_DRIVER=") + TINYLA_STAND_IN_DRIVER + " " + env;
   std::string output;
   auto n = run_with_stand_in(exe, driver, &output);
   EXPECT_EQ(n["hip_init"], hip ? 1 : 0) << output;
@@ -207,7 +207,7 @@ TEST(MlirProgram, NoDriverOrNoDeviceIsAClearErrorNotACrash) {
   run_with_stand_in(TINYLA_MLIR_EXAMPLE, "TINYLA_GPU_DRIVER=/nonexistent/libcuda.so.1", &output);
   EXPECT_NE(output.find("tinyla runtime: no GPU driver could be loaded (/nonexistent/libcuda.so.1:"),
             std::string::npos) << output;
-  const std::string driver = std::string("TINYLA_GPU_DRIVER=") + TINYLA_FAKE_DRIVER;
+  const std::string driver = std::string("TINYLA_GPU_DRIVER=") + TINYLA_STAND_IN_DRIVER;
   run_with_stand_in(TINYLA_MLIR_EXAMPLE, driver + " TINYLA_FAKE_NO_DEVICE=1", &output);
   EXPECT_NE(output.find("initialization failed (no CUDA-capable device is detected"), std::string::npos) << output;
 }

@@ -10,8 +10,8 @@
 // block of at most 1024 threads, and at most 48 KiB of dynamic shared memory
 // unless the function was opted in to more.
 //
-// What it reports: tinyla_fake_driver_report() (for a test in the same process)
-// and, at unload, the same line into the file TINYLA_FAKE_DRIVER_REPORT names.
+// What it reports: tinyla_stand_in_report() (for a test in the same process)
+// and, at unload, the same line into the file TINYLA_STAND_IN_REPORT names.
 // A module image starting with "bad" fails to load (invalid image);
 // TINYLA_FAKE_NO_DEVICE=1 makes initialization fail (no device).
 #include <algorithm>
@@ -69,7 +69,7 @@ std::string report_line() {
 }
 
 __attribute__((destructor)) void report() {
-  const char* path = std::getenv("TINYLA_FAKE_DRIVER_REPORT");
+  const char* path = std::getenv("TINYLA_STAND_IN_REPORT");
   if (!path) return;
   if (FILE* f = std::fopen(path, "w")) {
     std::fprintf(f, "%s\n", report_line().c_str());
@@ -183,7 +183,7 @@ using devptr = unsigned long long;
 // The counts now, in a buffer the next call overwrites. (Not a thread_local
 // std::string: with one in this dlopen()ed library, LeakSanitizer's tracer
 // crashed at the exit of every process that loaded it.)
-extern "C" __attribute__((visibility("default"))) const char* tinyla_fake_driver_report() {
+extern "C" __attribute__((visibility("default"))) const char* tinyla_stand_in_report() {
   static char text[512];
   std::snprintf(text, sizeof text, "%s", report_line().c_str());
   return text;
