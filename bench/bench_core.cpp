@@ -59,20 +59,22 @@ template <> struct lapack<float> {
 };
 template <> struct lapack<double> {
   static void getrf(int n, double* a, int* p, int* info) { dgetrf_(&n, &n, a, &n, p, info); }
-  static void getri(int n, double* a, const int* p, double* w, int lw, int* info) { dgetri_(&n, a, &n, p, w, &lw, info); }
+  static void getri(int n, double* a, const int* p, double* w, int lw, int* info) {
+    dgetri_(&n, a, &n, p, w, &lw, info);
+  }
   static void getrs(int n, int m, const double* a, const int* p, double* b, int* info) {
     dgetrs_("N", &n, &m, a, &n, p, b, &n, info, 1);
   }
 };
 
 template <class T> struct tinyla_ops;
-#define TINYLA_BIND(T, sfx)                                                                               \
-  template <> struct tinyla_ops<T> {                                                                      \
-    static void slogdet(int64_t b, int64_t n, const T* a, T* s, T* l) { tinyla_slogdet_##sfx(b, n, a, s, l); } \
-    static void inv(int64_t b, int64_t n, const T* a, T* x) { tinyla_inv_##sfx(b, n, a, x, nullptr); }      \
-    static void solve(int64_t b, int64_t n, int64_t m, const T* a, const T* r, T* x) {                     \
-      tinyla_solve_##sfx(b, n, m, a, r, x, nullptr);                                                      \
-    }                                                                                                     \
+#define TINYLA_BIND(T, sfx)                                                                                            \
+  template <> struct tinyla_ops<T> {                                                                                   \
+    static void slogdet(int64_t b, int64_t n, const T* a, T* s, T* l) { tinyla_slogdet_##sfx(b, n, a, s, l); }         \
+    static void inv(int64_t b, int64_t n, const T* a, T* x) { tinyla_inv_##sfx(b, n, a, x, nullptr); }                 \
+    static void solve(int64_t b, int64_t n, int64_t m, const T* a, const T* r, T* x) {                                 \
+      tinyla_solve_##sfx(b, n, m, a, r, x, nullptr);                                                                   \
+    }                                                                                                                  \
   };
 TINYLA_BIND(float, f32)
 TINYLA_BIND(double, f64)
@@ -140,9 +142,8 @@ template <class T, int N> void eigen_loop(kind k, int64_t batch, const T* a, con
   }
 }
 
-template <class T, int... Ns>
-void eigen_dispatch(int n, kind k, int64_t batch, const T* a, const T* rhs, T* out, T* out2,
-                    std::integer_sequence<int, Ns...>) {
+template <class T, int... Ns> void eigen_dispatch(int n, kind k, int64_t batch, const T* a, const T* rhs, T* out,
+                                                  T* out2, std::integer_sequence<int, Ns...>) {
   ((n == Ns ? eigen_loop<T, Ns>(k, batch, a, rhs, out, out2) : void()), ...);
 }
 
@@ -154,8 +155,10 @@ double copy_bandwidth_gbs(size_t bytes) {
 
 template <class T> void run_dtype(const char* dtype_name, const std::vector<int>& sizes) {
   std::printf("\n## %s\n\n", dtype_name);
-  std::printf("| op | N | batch | tinyla 1 thr | tinyla %d thr | LAPACK loop | Eigen fixed | vs LAPACK | vs Eigen | %d thr speedup |\n",
-              tinyla_get_num_threads(), tinyla_get_num_threads());
+  std::printf(
+      "| op | N | batch | tinyla 1 thr | tinyla %d thr | LAPACK loop | Eigen fixed | vs LAPACK | vs Eigen | %d thr "
+      "speedup |\n",
+      tinyla_get_num_threads(), tinyla_get_num_threads());
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   const int all_threads = tinyla_get_num_threads();
   for (kind k : {kind::slogdet, kind::inv, kind::solve1, kind::solven}) {
@@ -190,8 +193,10 @@ template <class T> void run_dtype(const char* dtype_name, const std::vector<int>
       if (k == kind::slogdet && n <= 2) {
         const double bytes = double(sizeof(T)) * (n * n + 2);  // read A, write sign + logabsdet
         const double bw = copy_bandwidth_gbs(size_t(batch) * sizeof(T) * (n * n + 2) / 2);
-        std::printf("|  | (N=%d: %.1f GB/s moved = %.0f%% of copy bandwidth %.1f GB/s, same working-set size, 1 thr) |||||||||\n",
-                    n, bytes / (t1 * ns), 100.0 * bytes / (t1 * ns) / bw, bw);
+        std::printf(
+            "|  | (N=%d: %.1f GB/s moved = %.0f%% of copy bandwidth %.1f GB/s, same working-set size, 1 thr) "
+            "|||||||||\n",
+            n, bytes / (t1 * ns), 100.0 * bytes / (t1 * ns) / bw, bw);
       }
       std::fflush(stdout);
     }

@@ -5,41 +5,56 @@
 
 #include "job.hpp"
 
-#define TINYLA_DEFINE_OPS(prefix, sfx, DT, T, R, SUBMIT, EXTRA_PARAMS, EXTRA_ARGS)                                    \
-  tinyla_status prefix##slogdet_##sfx(int64_t batch, int64_t n, const T* a, T* sign,                                  \
-                                      R* logabsdet TINYLA_UNPAREN EXTRA_PARAMS) {                                     \
-    return SUBMIT(DT, {.kind = op::slogdet, .batch = batch, .n = n, .a = a, .sign = sign, .logabsdet = logabsdet}     \
-                  TINYLA_UNPAREN EXTRA_ARGS);                                                                         \
-  }                                                                                                                   \
-  tinyla_status prefix##det_##sfx(int64_t batch, int64_t n, const T* a, T* det TINYLA_UNPAREN EXTRA_PARAMS) {         \
-    return SUBMIT(DT, {.kind = op::det, .batch = batch, .n = n, .a = a, .det = det} TINYLA_UNPAREN EXTRA_ARGS);       \
-  }                                                                                                                   \
-  tinyla_status prefix##inv_##sfx(int64_t batch, int64_t n, const T* a, T* inv,                                       \
-                                  int32_t* info TINYLA_UNPAREN EXTRA_PARAMS) {                                        \
-    return SUBMIT(DT, {.kind = op::inv, .batch = batch, .n = n, .a = a, .x = inv, .info = info}                       \
-                  TINYLA_UNPAREN EXTRA_ARGS);                                                                         \
-  }                                                                                                                   \
-  tinyla_status prefix##solve_##sfx(int64_t batch, int64_t n, int64_t nrhs, const T* a, const T* b, T* x,             \
-                                    int32_t* info TINYLA_UNPAREN EXTRA_PARAMS) {                                      \
-    return SUBMIT(DT,                                                                                                 \
-                  {.kind = op::solve, .batch = batch, .n = n, .nrhs = nrhs, .a = a, .b = b, .x = x, .info = info}     \
-                  TINYLA_UNPAREN EXTRA_ARGS);                                                                         \
-  }                                                                                                                   \
-  tinyla_status prefix##slogdet_inv_##sfx(int64_t batch, int64_t n, const T* a, T* sign, R* logabsdet,                \
-                                          T* inv TINYLA_UNPAREN EXTRA_PARAMS) {                                       \
-    return SUBMIT(DT,                                                                                                 \
-                  {.kind = op::slogdet_inv, .batch = batch, .n = n, .a = a, .x = inv, .sign = sign,                   \
-                   .logabsdet = logabsdet} TINYLA_UNPAREN EXTRA_ARGS);                                                \
-  }                                                                                                                   \
-  tinyla_status prefix##inv_transposed_##sfx(int64_t batch, int64_t n, const T* a, T* inv_t,                          \
-                                             int32_t* info TINYLA_UNPAREN EXTRA_PARAMS) {                             \
-    return SUBMIT(DT,                                                                                                 \
-                  {.kind = op::inv, .batch = batch, .n = n, .a = a, .x = inv_t, .info = info, .transpose_x = true}    \
-                  TINYLA_UNPAREN EXTRA_ARGS);                                                                         \
-  }                                                                                                                   \
-  tinyla_status prefix##slogdet_inv_transposed_##sfx(int64_t batch, int64_t n, const T* a, T* sign,                   \
-                                                     R* logabsdet, T* inv_t TINYLA_UNPAREN EXTRA_PARAMS) {            \
-    return SUBMIT(DT,                                                                                                 \
-                  {.kind = op::slogdet_inv, .batch = batch, .n = n, .a = a, .x = inv_t, .sign = sign,                 \
-                   .logabsdet = logabsdet, .transpose_x = true} TINYLA_UNPAREN EXTRA_ARGS);                           \
+#define TINYLA_DEFINE_OPS(prefix, sfx, DT, T, R, SUBMIT, EXTRA_PARAMS, EXTRA_ARGS)                                     \
+  tinyla_status prefix##slogdet_##sfx(int64_t batch, int64_t n, const T* a, T* sign,                                   \
+                                      R* logabsdet TINYLA_UNPAREN EXTRA_PARAMS) {                                      \
+    return SUBMIT(                                                                                                     \
+        DT, {.kind = op::slogdet, .batch = batch, .n = n, .a = a, .sign = sign, .logabsdet = logabsdet} TINYLA_UNPAREN \
+                EXTRA_ARGS);                                                                                           \
+  }                                                                                                                    \
+  tinyla_status prefix##det_##sfx(int64_t batch, int64_t n, const T* a, T* det TINYLA_UNPAREN EXTRA_PARAMS) {          \
+    return SUBMIT(DT, {.kind = op::det, .batch = batch, .n = n, .a = a, .det = det} TINYLA_UNPAREN EXTRA_ARGS);        \
+  }                                                                                                                    \
+  tinyla_status prefix##inv_##sfx(int64_t batch, int64_t n, const T* a, T* inv,                                        \
+                                  int32_t* info TINYLA_UNPAREN EXTRA_PARAMS) {                                         \
+    return SUBMIT(                                                                                                     \
+        DT, {.kind = op::inv, .batch = batch, .n = n, .a = a, .x = inv, .info = info} TINYLA_UNPAREN EXTRA_ARGS);      \
+  }                                                                                                                    \
+  tinyla_status prefix##solve_##sfx(int64_t batch, int64_t n, int64_t nrhs, const T* a, const T* b, T* x,              \
+                                    int32_t* info TINYLA_UNPAREN EXTRA_PARAMS) {                                       \
+    return SUBMIT(                                                                                                     \
+        DT,                                                                                                            \
+        {.kind = op::solve, .batch = batch, .n = n, .nrhs = nrhs, .a = a, .b = b, .x = x, .info = info} TINYLA_UNPAREN \
+            EXTRA_ARGS);                                                                                               \
+  }                                                                                                                    \
+  tinyla_status prefix##slogdet_inv_##sfx(int64_t batch, int64_t n, const T* a, T* sign, R* logabsdet,                 \
+                                          T* inv TINYLA_UNPAREN EXTRA_PARAMS) {                                        \
+    return SUBMIT(DT, {.kind = op::slogdet_inv,                                                                        \
+                       .batch = batch,                                                                                 \
+                       .n = n,                                                                                         \
+                       .a = a,                                                                                         \
+                       .x = inv,                                                                                       \
+                       .sign = sign,                                                                                   \
+                       .logabsdet = logabsdet} TINYLA_UNPAREN EXTRA_ARGS);                                             \
+  }                                                                                                                    \
+  tinyla_status prefix##inv_transposed_##sfx(int64_t batch, int64_t n, const T* a, T* inv_t,                           \
+                                             int32_t* info TINYLA_UNPAREN EXTRA_PARAMS) {                              \
+    return SUBMIT(DT, {.kind = op::inv,                                                                                \
+                       .batch = batch,                                                                                 \
+                       .n = n,                                                                                         \
+                       .a = a,                                                                                         \
+                       .x = inv_t,                                                                                     \
+                       .info = info,                                                                                   \
+                       .transpose_x = true} TINYLA_UNPAREN EXTRA_ARGS);                                                \
+  }                                                                                                                    \
+  tinyla_status prefix##slogdet_inv_transposed_##sfx(int64_t batch, int64_t n, const T* a, T* sign, R* logabsdet,      \
+                                                     T* inv_t TINYLA_UNPAREN EXTRA_PARAMS) {                           \
+    return SUBMIT(DT, {.kind = op::slogdet_inv,                                                                        \
+                       .batch = batch,                                                                                 \
+                       .n = n,                                                                                         \
+                       .a = a,                                                                                         \
+                       .x = inv_t,                                                                                     \
+                       .sign = sign,                                                                                   \
+                       .logabsdet = logabsdet,                                                                         \
+                       .transpose_x = true} TINYLA_UNPAREN EXTRA_ARGS);                                                \
   }

@@ -41,8 +41,7 @@ inline bool element_count(std::int64_t batch, std::int64_t rows, std::int64_t co
 // TINYLA_OK or TINYLA_INVALID_ARGUMENT (nothing may be written then).
 inline tinyla_status validate(dtype t, const job& jb) {
   // n is also a LAPACK integer on the CPU's large-n path.
-  if (jb.batch < 0 || jb.n < 0 || jb.n > INT_MAX || jb.nrhs < 0 || jb.nrhs > INT_MAX)
-    return TINYLA_INVALID_ARGUMENT;
+  if (jb.batch < 0 || jb.n < 0 || jb.n > INT_MAX || jb.nrhs < 0 || jb.nrhs > INT_MAX) return TINYLA_INVALID_ARGUMENT;
   std::int64_t a_count, b_count = 0;
   if (!element_count(jb.batch, jb.n, jb.n, t, a_count)) return TINYLA_INVALID_ARGUMENT;
   if (jb.kind == op::solve && !element_count(jb.batch, jb.n, jb.nrhs, t, b_count)) return TINYLA_INVALID_ARGUMENT;

@@ -15,8 +15,8 @@ enum class dtype : int { f32, f64, c64, c128 };
 inline constexpr int dtype_count = 4;
 
 template <class T, class Real, dtype Id, const char* Name> struct element_info {
-  using type = T;        // the storage type (the C API's element; complex as std::complex)
-  using real = Real;     // the type of its parts and of logabsdet
+  using type = T;     // the storage type (the C API's element; complex as std::complex)
+  using real = Real;  // the type of its parts and of logabsdet
   static constexpr dtype id = Id;
   static constexpr int reals = sizeof(T) / sizeof(Real);  // 1, or 2 for complex
   static constexpr const char* name = Name;

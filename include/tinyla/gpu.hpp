@@ -35,17 +35,15 @@ template <class T> tinyla_status c_slogdet(std::int64_t b, std::int64_t n, const
 template <class T> tinyla_status c_det(std::int64_t b, std::int64_t n, const T* a, T* d, void* st) {
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_gpu_det, b, n, ptr(a), ptr(d), st)
 }
-template <class T>
-tinyla_status c_inv(std::int64_t b, std::int64_t n, const T* a, T* x, std::int32_t* info, void* st) {
+template <class T> tinyla_status c_inv(std::int64_t b, std::int64_t n, const T* a, T* x, std::int32_t* info, void* st) {
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_gpu_inv, b, n, ptr(a), ptr(x), info, st)
 }
 template <class T>
 tinyla_status c_inv_transposed(std::int64_t b, std::int64_t n, const T* a, T* x, std::int32_t* info, void* st) {
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_gpu_inv_transposed, b, n, ptr(a), ptr(x), info, st)
 }
-template <class T>
-tinyla_status c_solve(std::int64_t b, std::int64_t n, std::int64_t m, const T* a, const T* r, T* x, std::int32_t* info,
-                      void* st) {
+template <class T> tinyla_status c_solve(std::int64_t b, std::int64_t n, std::int64_t m, const T* a, const T* r, T* x,
+                                         std::int32_t* info, void* st) {
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_gpu_solve, b, n, m, ptr(a), ptr(r), ptr(x), info, st)
 }
 template <class T>
@@ -53,8 +51,7 @@ tinyla_status c_slogdet_inv(std::int64_t b, std::int64_t n, const T* a, T* s, re
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_gpu_slogdet_inv, b, n, ptr(a), ptr(s), l, ptr(x), st)
 }
 template <class T>
-tinyla_status c_slogdet_inv_transposed(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l, T* x,
-                                       void* st) {
+tinyla_status c_slogdet_inv_transposed(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l, T* x, void* st) {
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_gpu_slogdet_inv_transposed, b, n, ptr(a), ptr(s), l, ptr(x), st)
 }
 
@@ -73,25 +70,21 @@ void inv(std::int64_t batch, std::int64_t n, const T* a, T* x, std::int32_t* inf
   detail::check(detail::c_inv(batch, n, a, x, info, stream), "inv", batch, n);
 }
 // x = (A^-1)^T, bit for bit the transpose of inv's result.
-template <element T>
-void inv_transposed(std::int64_t batch, std::int64_t n, const T* a, T* x, std::int32_t* info = nullptr,
-                    void* stream = nullptr) {
+template <element T> void inv_transposed(std::int64_t batch, std::int64_t n, const T* a, T* x,
+                                         std::int32_t* info = nullptr, void* stream = nullptr) {
   detail::check(detail::c_inv_transposed(batch, n, a, x, info, stream), "inv_transposed", batch, n);
 }
 // b, x: (batch, n, nrhs).
-template <element T>
-void solve(std::int64_t batch, std::int64_t n, std::int64_t nrhs, const T* a, const T* b, T* x,
-           std::int32_t* info = nullptr, void* stream = nullptr) {
+template <element T> void solve(std::int64_t batch, std::int64_t n, std::int64_t nrhs, const T* a, const T* b, T* x,
+                                std::int32_t* info = nullptr, void* stream = nullptr) {
   detail::check(detail::c_solve(batch, n, nrhs, a, b, x, info, stream), "solve", batch, n);
 }
-template <element T>
-void slogdet_inv(std::int64_t batch, std::int64_t n, const T* a, T* sign, real_t<T>* logabsdet, T* x,
-                 void* stream = nullptr) {
+template <element T> void slogdet_inv(std::int64_t batch, std::int64_t n, const T* a, T* sign, real_t<T>* logabsdet,
+                                      T* x, void* stream = nullptr) {
   detail::check(detail::c_slogdet_inv(batch, n, a, sign, logabsdet, x, stream), "slogdet_inv", batch, n);
 }
-template <element T>
-void slogdet_inv_transposed(std::int64_t batch, std::int64_t n, const T* a, T* sign, real_t<T>* logabsdet, T* x,
-                            void* stream = nullptr) {
+template <element T> void slogdet_inv_transposed(std::int64_t batch, std::int64_t n, const T* a, T* sign,
+                                                 real_t<T>* logabsdet, T* x, void* stream = nullptr) {
   detail::check(detail::c_slogdet_inv_transposed(batch, n, a, sign, logabsdet, x, stream), "slogdet_inv_transposed",
                 batch, n);
 }

@@ -72,21 +72,20 @@ TINYLA_API const char* tinyla_cpu_backend(void);
  * complex), R: real type of logabsdet. EXTRA: parenthesized trailing
  * parameters, e.g. (, void* stream) for the GPU API (tinyla_gpu.h). */
 #define TINYLA_UNPAREN(...) __VA_ARGS__
-#define TINYLA_DECLARE_OPS(prefix, sfx, E, R, EXTRA)                                                  \
-  TINYLA_API tinyla_status prefix##slogdet_##sfx(int64_t batch, int64_t n, const E* a, E* sign,      \
-                                                 R* logabsdet TINYLA_UNPAREN EXTRA);                  \
-  TINYLA_API tinyla_status prefix##det_##sfx(int64_t batch, int64_t n, const E* a,                   \
-                                             E* det TINYLA_UNPAREN EXTRA);                            \
-  TINYLA_API tinyla_status prefix##inv_##sfx(int64_t batch, int64_t n, const E* a, E* inv,           \
-                                             int32_t* info TINYLA_UNPAREN EXTRA);                     \
-  TINYLA_API tinyla_status prefix##solve_##sfx(int64_t batch, int64_t n, int64_t nrhs, const E* a,   \
-                                               const E* b, E* x, int32_t* info TINYLA_UNPAREN EXTRA); \
-  TINYLA_API tinyla_status prefix##slogdet_inv_##sfx(int64_t batch, int64_t n, const E* a, E* sign,  \
-                                                     R* logabsdet, E* inv TINYLA_UNPAREN EXTRA);      \
-  TINYLA_API tinyla_status prefix##inv_transposed_##sfx(int64_t batch, int64_t n, const E* a,        \
-                                                        E* inv_t, int32_t* info TINYLA_UNPAREN EXTRA); \
-  TINYLA_API tinyla_status prefix##slogdet_inv_transposed_##sfx(                                     \
-      int64_t batch, int64_t n, const E* a, E* sign, R* logabsdet, E* inv_t TINYLA_UNPAREN EXTRA);
+#define TINYLA_DECLARE_OPS(prefix, sfx, E, R, EXTRA)                                                                   \
+  TINYLA_API tinyla_status prefix##slogdet_##sfx(int64_t batch, int64_t n, const E* a, E* sign,                        \
+                                                 R* logabsdet TINYLA_UNPAREN EXTRA);                                   \
+  TINYLA_API tinyla_status prefix##det_##sfx(int64_t batch, int64_t n, const E* a, E* det TINYLA_UNPAREN EXTRA);       \
+  TINYLA_API tinyla_status prefix##inv_##sfx(int64_t batch, int64_t n, const E* a, E* inv,                             \
+                                             int32_t* info TINYLA_UNPAREN EXTRA);                                      \
+  TINYLA_API tinyla_status prefix##solve_##sfx(int64_t batch, int64_t n, int64_t nrhs, const E* a, const E* b, E* x,   \
+                                               int32_t* info TINYLA_UNPAREN EXTRA);                                    \
+  TINYLA_API tinyla_status prefix##slogdet_inv_##sfx(int64_t batch, int64_t n, const E* a, E* sign, R* logabsdet,      \
+                                                     E* inv TINYLA_UNPAREN EXTRA);                                     \
+  TINYLA_API tinyla_status prefix##inv_transposed_##sfx(int64_t batch, int64_t n, const E* a, E* inv_t,                \
+                                                        int32_t* info TINYLA_UNPAREN EXTRA);                           \
+  TINYLA_API tinyla_status prefix##slogdet_inv_transposed_##sfx(int64_t batch, int64_t n, const E* a, E* sign,         \
+                                                                R* logabsdet, E* inv_t TINYLA_UNPAREN EXTRA);
 
 TINYLA_DECLARE_OPS(tinyla_, f32, float, float, ())
 TINYLA_DECLARE_OPS(tinyla_, f64, double, double, ())

@@ -29,8 +29,12 @@ template <class T>
 concept element = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::complex<float>> ||
                   std::is_same_v<T, std::complex<double>>;
 
-template <class T> struct real_of { using type = T; };
-template <class R> struct real_of<std::complex<R>> { using type = R; };
+template <class T> struct real_of {
+  using type = T;
+};
+template <class R> struct real_of<std::complex<R>> {
+  using type = R;
+};
 template <class T> using real_t = typename real_of<T>::type;
 
 class error : public std::invalid_argument {
@@ -74,15 +78,14 @@ template <class T> auto ptr(T* p) {
   if constexpr (std::is_same_v<std::remove_const_t<T>, std::complex<float>> ||
                 std::is_same_v<std::remove_const_t<T>, std::complex<double>>)
     return static_cast<std::conditional_t<std::is_const_v<T>, const void*, void*>>(p);
-  else
-    return p;
+  else return p;
 }
 
 // Calls fn_f32 / fn_f64 / fn_c64 / fn_c128 by T (also used by tinyla/gpu.hpp).
-#define TINYLA_DISPATCH_BY_ELEMENT(fn, ...)                                                          \
-  if constexpr (std::is_same_v<T, float>) return fn##_f32(__VA_ARGS__);                              \
-  else if constexpr (std::is_same_v<T, double>) return fn##_f64(__VA_ARGS__);                         \
-  else if constexpr (std::is_same_v<T, std::complex<float>>) return fn##_c64(__VA_ARGS__);            \
+#define TINYLA_DISPATCH_BY_ELEMENT(fn, ...)                                                                            \
+  if constexpr (std::is_same_v<T, float>) return fn##_f32(__VA_ARGS__);                                                \
+  else if constexpr (std::is_same_v<T, double>) return fn##_f64(__VA_ARGS__);                                          \
+  else if constexpr (std::is_same_v<T, std::complex<float>>) return fn##_c64(__VA_ARGS__);                             \
   else return fn##_c128(__VA_ARGS__);
 
 template <class T> tinyla_status c_slogdet(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l) {
@@ -94,15 +97,15 @@ template <class T> tinyla_status c_det(std::int64_t b, std::int64_t n, const T* 
 template <class T> tinyla_status c_inv(std::int64_t b, std::int64_t n, const T* a, T* x, std::int32_t* info) {
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_inv, b, n, ptr(a), ptr(x), info)
 }
-template <class T>
-tinyla_status c_solve(std::int64_t b, std::int64_t n, std::int64_t m, const T* a, const T* r, T* x, std::int32_t* info) {
+template <class T> tinyla_status c_solve(std::int64_t b, std::int64_t n, std::int64_t m, const T* a, const T* r, T* x,
+                                         std::int32_t* info) {
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_solve, b, n, m, ptr(a), ptr(r), ptr(x), info)
 }
-template <class T>
-tinyla_status c_slogdet_inv(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l, T* x) {
+template <class T> tinyla_status c_slogdet_inv(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l, T* x) {
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_slogdet_inv, b, n, ptr(a), ptr(s), l, ptr(x))
 }
-template <class T> tinyla_status c_inv_transposed(std::int64_t b, std::int64_t n, const T* a, T* x, std::int32_t* info) {
+template <class T>
+tinyla_status c_inv_transposed(std::int64_t b, std::int64_t n, const T* a, T* x, std::int32_t* info) {
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_inv_transposed, b, n, ptr(a), ptr(x), info)
 }
 template <class T>
@@ -129,32 +132,29 @@ template <element T> void det(std::span<const T> a, std::int64_t n, std::span<T>
 }
 
 // info (optional: empty span) gets LAPACK getrf's per-matrix info.
-template <element T>
-void inv(std::span<const T> a, std::int64_t n, std::span<T> x, std::span<std::int32_t> info = {}) {
+template <element T> void inv(std::span<const T> a, std::int64_t n, std::span<T> x, std::span<std::int32_t> info = {}) {
   detail::require(x.size() == a.size(), "inv", "inverse must have as many elements as a");
   const std::int64_t batch = n == 0 ? std::int64_t(info.size()) : detail::batch_of(a, n, "inv");
   if (!info.empty()) detail::require(std::int64_t(info.size()) == batch, "inv", "info must have batch elements");
   detail::check(detail::c_inv(batch, n, a.data(), x.data(), info.empty() ? nullptr : info.data()), "inv", batch, n);
 }
 
-template <element T>
-void solve(std::span<const T> a, std::int64_t n, std::span<const T> b, std::int64_t nrhs, std::span<T> x,
-           std::span<std::int32_t> info = {}) {
+template <element T> void solve(std::span<const T> a, std::int64_t n, std::span<const T> b, std::int64_t nrhs,
+                                std::span<T> x, std::span<std::int32_t> info = {}) {
   detail::require(nrhs >= 0, "solve", "nrhs = " + std::to_string(nrhs) + " is negative");
   std::int64_t batch = detail::batch_of(a, n, "solve");
   if (batch < 0) batch = std::int64_t(info.size());
-  detail::require(std::int64_t(b.size()) == batch * n * nrhs, "solve",
-                  "b has " + std::to_string(b.size()) + " elements, expected batch*n*nrhs = " +
-                      std::to_string(batch * n * nrhs));
+  detail::require(
+      std::int64_t(b.size()) == batch * n * nrhs, "solve",
+      "b has " + std::to_string(b.size()) + " elements, expected batch*n*nrhs = " + std::to_string(batch * n * nrhs));
   detail::require(x.size() == b.size(), "solve", "x must have as many elements as b");
   if (!info.empty()) detail::require(std::int64_t(info.size()) == batch, "solve", "info must have batch elements");
   detail::check(detail::c_solve(batch, n, nrhs, a.data(), b.data(), x.data(), info.empty() ? nullptr : info.data()),
                 "solve", batch, n);
 }
 
-template <element T>
-void slogdet_inv(std::span<const T> a, std::int64_t n, std::span<T> sign, std::span<real_t<T>> logabsdet,
-                 std::span<T> x) {
+template <element T> void slogdet_inv(std::span<const T> a, std::int64_t n, std::span<T> sign,
+                                      std::span<real_t<T>> logabsdet, std::span<T> x) {
   std::int64_t batch = detail::batch_of(a, n, "slogdet_inv");
   detail::same_batch(batch, sign.size(), "slogdet_inv", "sign");
   detail::same_batch(batch, logabsdet.size(), "slogdet_inv", "logabsdet");

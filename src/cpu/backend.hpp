@@ -20,7 +20,7 @@ using range_fn = void (*)(const job&, std::int64_t begin, std::int64_t end);
 inline constexpr int max_fast_n = 32;
 
 struct backend_table {
-  const char* name;     // "avx512", "avx2", "vec128" (SSE4.2 or NEON), "scalar"
+  const char* name;                       // "avx512", "avx2", "vec128" (SSE4.2 or NEON), "scalar"
   std::array<range_fn, dtype_count> run;  // indexed by dtype; n <= max_fast_n only
 };
 

@@ -24,9 +24,9 @@
 namespace tinyla::TINYLA_KERNEL_NS {
 namespace {
 
-using std::int64_t;
 using cpu::job;
 using cpu::op;
+using std::int64_t;
 
 // Sizes with a compile-time instantiation (fully unrolled); larger n up to
 // max_fast_n share one run-time-n instantiation (same code, same bits).
@@ -39,8 +39,12 @@ template <class R> constexpr int lanes_of() {
   return TINYLA_VECTOR_BYTES == 0 ? 1 : TINYLA_VECTOR_BYTES / int(sizeof(R));
 }
 // P = 2 pairs two registers per lane group (simd_pair) for more instructions in flight.
-template <class R, int W, int P> struct lane_type { using type = std::conditional_t<P == 2, simd_pair<R, W>, simd<R, W>>; };
-template <class R, int P> struct lane_type<R, 1, P> { using type = R; };
+template <class R, int W, int P> struct lane_type {
+  using type = std::conditional_t<P == 2, simd_pair<R, W>, simd<R, W>>;
+};
+template <class R, int P> struct lane_type<R, 1, P> {
+  using type = R;
+};
 
 template <class L> TINYLA_INLINE lane_real<L> lane_get(L x, int w) {
   if constexpr (lane_traits<L>::width == 1) return x;
@@ -52,8 +56,7 @@ template <class L> TINYLA_INLINE lane_real<L> lane_get(L x, int w) {
 template <int W, int d, bool hi, class V, std::size_t... I>
 TINYLA_INLINE V butterfly(V a, V b, std::index_sequence<I...>) {
   // Exchanges bit d of the vector index with bit d of the lane index.
-  return __builtin_shufflevector(
-      a, b, (hi ? ((I & d) == 0 ? I + d : W + I) : ((I & d) == 0 ? I : W + I - d))...);
+  return __builtin_shufflevector(a, b, (hi ? ((I & d) == 0 ? I + d : W + I) : ((I & d) == 0 ? I : W + I - d))...);
 }
 template <int W, int K, class V, std::size_t... I> TINYLA_INLINE V lane_order(V a, std::index_sequence<I...>) {
   return __builtin_shufflevector(a, a, int((I % (W / K)) * K + I / (W / K))...);
@@ -108,12 +111,14 @@ template <class R, int W> TINYLA_INLINE void pack(const R* src, int64_t K, int c
     auto put = [&](int64_t c, const V& v) { std::memcpy(out + c * stride * int64_t(sizeof(V)), &v, sizeof(V)); };
     // A full group of small matrices is one contiguous block of K vectors.
     if (count == W && K < W &&
-        with_pow2<W>(K, [&](auto k) {
-          V r[k()];
-          std::memcpy(r, src, sizeof(r));
-          transpose_block<W, k(), false>(r);
-          for (int c = 0; c < k(); ++c) put(c, r[c]);
-        }))
+        with_pow2<W>(
+            K,
+            [&](auto k) {
+              V r[k()];
+              std::memcpy(r, src, sizeof(r));
+              transpose_block<W, k(), false>(r);
+              for (int c = 0; c < k(); ++c) put(c, r[c]);
+            }))
       return;
     const R* rows[W];
     for (int w = 0; w < W; ++w) rows[w] = src + (w < count ? w : 0) * K;
@@ -147,12 +152,14 @@ template <class R, int W> TINYLA_INLINE void unpack(const void* src, int64_t K, 
       return v;
     };
     if (count == W && K < W &&
-        with_pow2<W>(K, [&](auto k) {
-          V r[k()];
-          for (int c = 0; c < k(); ++c) r[c] = get(c);
-          transpose_block<W, k(), true>(r);
-          std::memcpy(dst, r, sizeof(r));
-        }))
+        with_pow2<W>(
+            K,
+            [&](auto k) {
+              V r[k()];
+              for (int c = 0; c < k(); ++c) r[c] = get(c);
+              transpose_block<W, k(), true>(r);
+              std::memcpy(dst, r, sizeof(r));
+            }))
       return;
     int64_t c = 0;
     for (; c + W <= K; c += W) {
@@ -188,9 +195,12 @@ template <class R, int W, int P> TINYLA_INLINE void unpack_group(const void* src
 template <class L> TINYLA_INLINE void store_real(void* out, int64_t b, int count, L v) {
   auto* o = static_cast<lane_real<L>*>(out) + b;
   if (count == lane_traits<L>::width) std::memcpy(o, &v, sizeof(v));
-  else for (int w = 0; w < count; ++w) o[w] = lane_get(v, w);
+  else
+    for (int w = 0; w < count; ++w) o[w] = lane_get(v, w);
 }
-template <class L> TINYLA_INLINE void store_element(void* out, int64_t b, int count, L v) { store_real(out, b, count, v); }
+template <class L> TINYLA_INLINE void store_element(void* out, int64_t b, int count, L v) {
+  store_real(out, b, count, v);
+}
 template <class L> TINYLA_INLINE void store_element(void* out, int64_t b, int count, cplx<L> v) {
   auto* o = static_cast<lane_real<L>*>(out) + 2 * b;
   for (int w = 0; w < count; ++w) o[2 * w] = lane_get(v.re, w), o[2 * w + 1] = lane_get(v.im, w);
@@ -235,7 +245,7 @@ template <class T, int N, int P> void run_range(const job& jb, int64_t begin, in
   using R = storage_real_t<T>;
   constexpr int C = type_info<T>::reals;
   constexpr int V = lanes_of<R>();  // lanes per register
-  constexpr int W = P * V;           // matrices per lane group
+  constexpr int W = P * V;          // matrices per lane group
   using L = typename lane_type<R, V, P>::type;
   using E = std::conditional_t<C == 2, cplx<L>, L>;
   constexpr int fixed_size = N >= 0 ? N * N : -1;
@@ -258,9 +268,7 @@ template <class T, int N, int P> void run_range(const job& jb, int64_t begin, in
     det_accum<E> acc;
     switch (jb.kind) {
       case op::slogdet:
-      case op::det:
-        acc = determinant(sq, a.data());
-        break;
+      case op::det: acc = determinant(sq, a.data()); break;
       case op::inv:
       case op::slogdet_inv:
         if constexpr (P > 1) __builtin_unreachable();  // determinants only (pair_registers)
@@ -281,12 +289,12 @@ template <class T, int N, int P> void run_range(const job& jb, int64_t begin, in
   }
 }
 
-template <class T, std::size_t... Ns> void run_sized(const job& jb, int64_t begin, int64_t end,
-                                                     std::index_sequence<Ns...>) {
+template <class T, std::size_t... Ns>
+void run_sized(const job& jb, int64_t begin, int64_t end, std::index_sequence<Ns...>) {
   using fn = void (*)(const job&, int64_t, int64_t);
   static constexpr fn fixed[] = {&run_range<T, int(Ns), 1>...};
   constexpr bool vector_lanes = lanes_of<storage_real_t<T>>() > 1;
-  static constexpr fn paired[] = {&run_range<T, int(Ns), vector_lanes && paired_size(Ns) ? 2 : 1>...};
+  static constexpr fn paired[] = {&run_range < T, int(Ns), vector_lanes && paired_size(Ns) ? 2 : 1 > ...};
   if (jb.n < int64_t(sizeof...(Ns))) (pair_registers(jb.kind, jb.n) ? paired : fixed)[jb.n](jb, begin, end);
   else run_range<T, -1, 1>(jb, begin, end);
 }

@@ -21,8 +21,8 @@ bool cpu_can_run(const backend_table& t) {
 #if defined(__x86_64__) && defined(TINYLA_HAVE_AVX512)
   if (&t == &table_avx512)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
 #endif
 #if defined(__x86_64__) && defined(TINYLA_HAVE_AVX2)
   if (&t == &table_avx2)

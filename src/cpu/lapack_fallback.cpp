@@ -21,12 +21,11 @@
 #include "kernels/lu.hpp"
 
 extern "C" {
-#define TINYLA_LAPACK_PROTOS(p, T)                                                                  \
-  void p##getrf_(const int* m, const int* n, T* a, const int* lda, int* ipiv, int* info);           \
-  void p##getri_(const int* n, T* a, const int* lda, const int* ipiv, T* work, const int* lwork,    \
-                 int* info);                                                                         \
-  void p##getrs_(const char* trans, const int* n, const int* nrhs, const T* a, const int* lda,      \
-                 const int* ipiv, T* b, const int* ldb, int* info, std::size_t trans_len);
+#define TINYLA_LAPACK_PROTOS(p, T)                                                                                     \
+  void p##getrf_(const int* m, const int* n, T* a, const int* lda, int* ipiv, int* info);                              \
+  void p##getri_(const int* n, T* a, const int* lda, const int* ipiv, T* work, const int* lwork, int* info);           \
+  void p##getrs_(const char* trans, const int* n, const int* nrhs, const T* a, const int* lda, const int* ipiv, T* b,  \
+                 const int* ldb, int* info, std::size_t trans_len);
 TINYLA_LAPACK_PROTOS(s, float)
 TINYLA_LAPACK_PROTOS(d, double)
 TINYLA_LAPACK_PROTOS(c, std::complex<float>)
@@ -38,11 +37,11 @@ namespace tinyla::cpu {
 namespace {
 
 template <class T> struct lapack;
-#define TINYLA_LAPACK_BIND(p, T)                                                    \
-  template <> struct lapack<T> {                                                    \
-    static constexpr auto getrf = &p##getrf_;                                       \
-    static constexpr auto getri = &p##getri_;                                       \
-    static constexpr auto getrs = &p##getrs_;                                       \
+#define TINYLA_LAPACK_BIND(p, T)                                                                                       \
+  template <> struct lapack<T> {                                                                                       \
+    static constexpr auto getrf = &p##getrf_;                                                                          \
+    static constexpr auto getri = &p##getri_;                                                                          \
+    static constexpr auto getrs = &p##getrs_;                                                                          \
   };
 TINYLA_LAPACK_BIND(s, float)
 TINYLA_LAPACK_BIND(d, double)
@@ -147,9 +146,8 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
 }  // namespace
 
 void run_lapack(dtype t, const job& jb, std::int64_t begin, std::int64_t end) {
-  with_dtype(t, [&](auto info) {
-    run_typed<typename decltype(info)::type>(jb, begin, end, table_scalar.run[int(info.id)]);
-  });
+  with_dtype(
+      t, [&](auto info) { run_typed<typename decltype(info)::type>(jb, begin, end, table_scalar.run[int(info.id)]); });
 }
 
 }  // namespace tinyla::cpu

@@ -17,8 +17,12 @@
 namespace tinyla::TINYLA_KERNEL_NS {
 
 template <class T> struct simd_int;
-template <> struct simd_int<double> { using type = std::int64_t; };
-template <> struct simd_int<float> { using type = std::int32_t; };
+template <> struct simd_int<double> {
+  using type = std::int64_t;
+};
+template <> struct simd_int<float> {
+  using type = std::int32_t;
+};
 
 template <class T, int W> struct simd_mask {
   using I = typename simd_int<T>::type;
@@ -53,8 +57,14 @@ template <class T, int W> struct simd {
   friend TINYLA_INLINE simd operator*(simd a, simd b) { return {a.v * b.v}; }
   friend TINYLA_INLINE simd operator/(simd a, simd b) { return {a.v / b.v}; }
   friend TINYLA_INLINE simd operator-(simd a) { return {-a.v}; }
-  simd& operator+=(simd b) { v += b.v; return *this; }
-  simd& operator*=(simd b) { v *= b.v; return *this; }
+  simd& operator+=(simd b) {
+    v += b.v;
+    return *this;
+  }
+  simd& operator*=(simd b) {
+    v *= b.v;
+    return *this;
+  }
   friend TINYLA_INLINE mask operator<(simd a, simd b) { return {a.v < b.v}; }
   friend TINYLA_INLINE mask operator>(simd a, simd b) { return {a.v > b.v}; }
   friend TINYLA_INLINE mask operator<=(simd a, simd b) { return {a.v <= b.v}; }
@@ -103,8 +113,12 @@ TINYLA_INLINE bool any(simd_mask<float, 8>::native m) { return !_mm256_testz_si2
 #if defined(__AVX512F__)
 TINYLA_INLINE __m512d fma(__m512d a, __m512d b, __m512d c) { return _mm512_fmadd_pd(a, b, c); }
 TINYLA_INLINE __m512 fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
-TINYLA_INLINE bool any(simd_mask<double, 8>::native m) { return _mm512_cmpneq_epi64_mask((__m512i)m, _mm512_setzero_si512()) != 0; }
-TINYLA_INLINE bool any(simd_mask<float, 16>::native m) { return _mm512_cmpneq_epi32_mask((__m512i)m, _mm512_setzero_si512()) != 0; }
+TINYLA_INLINE bool any(simd_mask<double, 8>::native m) {
+  return _mm512_cmpneq_epi64_mask((__m512i)m, _mm512_setzero_si512()) != 0;
+}
+TINYLA_INLINE bool any(simd_mask<float, 16>::native m) {
+  return _mm512_cmpneq_epi32_mask((__m512i)m, _mm512_setzero_si512()) != 0;
+}
 #endif
 }  // namespace native_ops
 
@@ -199,8 +213,12 @@ template <class T, int W> struct lane_traits<simd<T, W>> {
 // to both halves; the bits of each lane are those of simd<T, W>.
 template <class T, int W> struct simd_pair_mask {
   simd_mask<T, W> lo, hi;
-  friend TINYLA_INLINE simd_pair_mask operator&(simd_pair_mask a, simd_pair_mask b) { return {a.lo & b.lo, a.hi & b.hi}; }
-  friend TINYLA_INLINE simd_pair_mask operator|(simd_pair_mask a, simd_pair_mask b) { return {a.lo | b.lo, a.hi | b.hi}; }
+  friend TINYLA_INLINE simd_pair_mask operator&(simd_pair_mask a, simd_pair_mask b) {
+    return {a.lo & b.lo, a.hi & b.hi};
+  }
+  friend TINYLA_INLINE simd_pair_mask operator|(simd_pair_mask a, simd_pair_mask b) {
+    return {a.lo | b.lo, a.hi | b.hi};
+  }
   friend TINYLA_INLINE simd_pair_mask operator!(simd_pair_mask a) { return {!a.lo, !a.hi}; }
 };
 
@@ -233,9 +251,14 @@ template <class T, int W> struct simd_pair {
 template <class T, int W> TINYLA_INLINE simd_pair<T, W> fmadd(simd_pair<T, W> a, simd_pair<T, W> b, simd_pair<T, W> c) {
   return {fmadd(a.lo, b.lo, c.lo), fmadd(a.hi, b.hi, c.hi)};
 }
-template <class T, int W> TINYLA_INLINE simd_pair<T, W> sqrt_lane(simd_pair<T, W> a) { return {sqrt_lane(a.lo), sqrt_lane(a.hi)}; }
-template <class T, int W> TINYLA_INLINE simd_pair<T, W> absval(simd_pair<T, W> a) { return {absval(a.lo), absval(a.hi)}; }
-template <class T, int W> TINYLA_INLINE simd_pair<T, W> select(simd_pair_mask<T, W> m, simd_pair<T, W> a, simd_pair<T, W> b) {
+template <class T, int W> TINYLA_INLINE simd_pair<T, W> sqrt_lane(simd_pair<T, W> a) {
+  return {sqrt_lane(a.lo), sqrt_lane(a.hi)};
+}
+template <class T, int W> TINYLA_INLINE simd_pair<T, W> absval(simd_pair<T, W> a) {
+  return {absval(a.lo), absval(a.hi)};
+}
+template <class T, int W>
+TINYLA_INLINE simd_pair<T, W> select(simd_pair_mask<T, W> m, simd_pair<T, W> a, simd_pair<T, W> b) {
   return {select(m.lo, a.lo, b.lo), select(m.hi, a.hi, b.hi)};
 }
 template <class T, int W> TINYLA_INLINE bool any_of(simd_pair_mask<T, W> m) { return any_of(m.lo | m.hi); }

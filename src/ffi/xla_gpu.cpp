@@ -28,9 +28,8 @@ struct gpu_calls {
   tinyla_status solve(std::int64_t b, std::int64_t n, std::int64_t m, const T* a, const T* r, T* x) const {
     return detail::c_solve<T>(b, n, m, a, r, x, nullptr, stream);
   }
-  template <class T>
-  tinyla_status slogdet_inv(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l, T* x,
-                            bool transposed) const {
+  template <class T> tinyla_status slogdet_inv(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l, T* x,
+                                               bool transposed) const {
     return (transposed ? detail::c_slogdet_inv_transposed<T> : detail::c_slogdet_inv<T>)(b, n, a, s, l, x, stream);
   }
   static const char* why() { return tinyla_gpu_last_error(); }

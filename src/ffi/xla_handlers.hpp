@@ -133,9 +133,9 @@ ffi::Error on_matrices(const Calls& calls, const ffi::AnyBuffer& a, const char* 
 
 // Ctx: what the platform's binding passes first (the GPU stream); Calls is
 // built from it.
-template <class Calls, class... Ctx>
-ffi::Error slogdet_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> sign,
-                        ffi::Result<ffi::AnyBuffer> logabsdet) {
+template <class Calls, class... Ctx> ffi::Error slogdet_impl(Ctx... ctx, ffi::AnyBuffer a,
+                                                             ffi::Result<ffi::AnyBuffer> sign,
+                                                             ffi::Result<ffi::AnyBuffer> logabsdet) {
   const Calls c{ctx...};
   if (auto e = check_outputs(a, "slogdet", {sign_output(a, *sign), logabsdet_output(a, *logabsdet)}); e.failure())
     return e;
@@ -178,9 +178,10 @@ ffi::Error solve_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Resul
   bool same_lead = da.size() >= 2 && db.size() == da.size() && b.element_type() == a.element_type();
   for (std::size_t i = 0; same_lead && i + 1 < da.size(); ++i) same_lead = da[i] == db[i];
   if (!same_lead)
-    return ffi::Error::InvalidArgument("tinyla_solve: b must have shape (..., n, nrhs) with a's leading "
-                                       "dimensions and element type; got a " +
-                                       shape_string(da) + ", b " + shape_string(db));
+    return ffi::Error::InvalidArgument(
+        "tinyla_solve: b must have shape (..., n, nrhs) with a's leading "
+        "dimensions and element type; got a " +
+        shape_string(da) + ", b " + shape_string(db));
   if (auto e = check_outputs(a, "solve", {matrices_output(b, *x, "x")}); e.failure()) return e;
   c.prepare_output(*x);
   return on_matrices(c, a, "solve", [&](auto t, square_batch m) {
@@ -195,8 +196,8 @@ ffi::Error slogdet_inv_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBu
                             ffi::Result<ffi::AnyBuffer> logabsdet, ffi::Result<ffi::AnyBuffer> inverse) {
   const Calls c{ctx...};
   const char* op = Transposed ? "slogdet_inv_transposed" : "slogdet_inv";
-  if (auto e = check_outputs(a, op, {sign_output(a, *sign), logabsdet_output(a, *logabsdet),
-                                     matrices_output(a, *inverse, "inverse")});
+  if (auto e = check_outputs(
+          a, op, {sign_output(a, *sign), logabsdet_output(a, *logabsdet), matrices_output(a, *inverse, "inverse")});
       e.failure())
     return e;
   c.prepare_output(*inverse);
@@ -217,20 +218,19 @@ ffi::Error slogdet_inv_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBu
 // TINYLA_UNPAREN from expanding.)
 #define TINYLA_XLA_HANDLER(name, impl, binding, TRAITS) TINYLA_XLA_HANDLER_(name, impl, binding TINYLA_UNPAREN TRAITS)
 #define TINYLA_XLA_HANDLER_(name, impl, ...) XLA_FFI_DEFINE_HANDLER_SYMBOL(name, (impl), __VA_ARGS__)
-#define TINYLA_XLA_HANDLERS(prefix, CALLS, BIND, CTX, TRAITS)                                                    \
-  TINYLA_XLA_HANDLER(prefix##slogdet, (tinyla::xla_handlers::slogdet_impl<CALLS TINYLA_UNPAREN CTX>),          \
-                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS);                   \
-  TINYLA_XLA_HANDLER(prefix##det, (tinyla::xla_handlers::det_impl<CALLS TINYLA_UNPAREN CTX>),                  \
-                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET, TRAITS);                                  \
-  TINYLA_XLA_HANDLER(prefix##inv, (tinyla::xla_handlers::inv_impl<CALLS, false TINYLA_UNPAREN CTX>),           \
-                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET, TRAITS);                                  \
-  TINYLA_XLA_HANDLER(prefix##inv_transposed, (tinyla::xla_handlers::inv_impl<CALLS, true TINYLA_UNPAREN CTX>), \
-                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET, TRAITS);                                  \
-  TINYLA_XLA_HANDLER(prefix##solve, (tinyla::xla_handlers::solve_impl<CALLS TINYLA_UNPAREN CTX>),              \
-                     BIND.Arg<::xla::ffi::AnyBuffer>().Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET, TRAITS);     \
-  TINYLA_XLA_HANDLER(prefix##slogdet_inv,                                                                        \
-                     (tinyla::xla_handlers::slogdet_inv_impl<CALLS, false TINYLA_UNPAREN CTX>),                 \
-                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS);    \
-  TINYLA_XLA_HANDLER(prefix##slogdet_inv_transposed,                                                             \
-                     (tinyla::xla_handlers::slogdet_inv_impl<CALLS, true TINYLA_UNPAREN CTX>),                  \
+#define TINYLA_XLA_HANDLERS(prefix, CALLS, BIND, CTX, TRAITS)                                                          \
+  TINYLA_XLA_HANDLER(prefix##slogdet, (tinyla::xla_handlers::slogdet_impl<CALLS TINYLA_UNPAREN CTX>),                  \
+                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS);                         \
+  TINYLA_XLA_HANDLER(prefix##det, (tinyla::xla_handlers::det_impl<CALLS TINYLA_UNPAREN CTX>),                          \
+                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET, TRAITS);                                        \
+  TINYLA_XLA_HANDLER(prefix##inv, (tinyla::xla_handlers::inv_impl<CALLS, false TINYLA_UNPAREN CTX>),                   \
+                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET, TRAITS);                                        \
+  TINYLA_XLA_HANDLER(prefix##inv_transposed, (tinyla::xla_handlers::inv_impl<CALLS, true TINYLA_UNPAREN CTX>),         \
+                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET, TRAITS);                                        \
+  TINYLA_XLA_HANDLER(prefix##solve, (tinyla::xla_handlers::solve_impl<CALLS TINYLA_UNPAREN CTX>),                      \
+                     BIND.Arg<::xla::ffi::AnyBuffer>().Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET, TRAITS);           \
+  TINYLA_XLA_HANDLER(prefix##slogdet_inv, (tinyla::xla_handlers::slogdet_inv_impl<CALLS, false TINYLA_UNPAREN CTX>),   \
+                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS);          \
+  TINYLA_XLA_HANDLER(prefix##slogdet_inv_transposed,                                                                   \
+                     (tinyla::xla_handlers::slogdet_inv_impl<CALLS, true TINYLA_UNPAREN CTX>),                         \
                      BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS)

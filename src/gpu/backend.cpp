@@ -51,8 +51,8 @@ context_kernels* kernels_in(runtime::runtime& rt, handle context) {
   std::lock_guard<std::mutex> lock(mutex);
   for (context_kernels* k : loaded)
     if (k->context == context) return last = k;
-  const handle module = rt.load_module(tinyla_gpu_image, std::size_t(tinyla_gpu_image_end - tinyla_gpu_image),
-                                       false, 0);
+  const handle module =
+      rt.load_module(tinyla_gpu_image, std::size_t(tinyla_gpu_image_end - tinyla_gpu_image), false, 0);
   if (!module) return nullptr;
   auto* k = new context_kernels{context, module};
   loaded.push_back(k);
@@ -76,7 +76,8 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
   if (plan.block_threads > (plan.per_thread ? max_per_thread_block : max_team_block))  // tests keep this from happening
     return fail(TINYLA_BACKEND_ERROR, "internal: the launch plan exceeds the kernel's launch bounds");
   if (plan.shared_bytes > plan_options{}.shared_budget)
-    return fail(TINYLA_UNSUPPORTED, "n = " + std::to_string(jb.n) + " needs more shared memory than the GPU path plans for");
+    return fail(TINYLA_UNSUPPORTED,
+                "n = " + std::to_string(jb.n) + " needs more shared memory than the GPU path plans for");
 
   std::string why;
   runtime::runtime* rt = runtime::runtime::get(this_platform, &why);
@@ -93,8 +94,8 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
   void* workspace = nullptr;
   if (plan.workspace_bytes > 0) {
     if (!drv.mem_alloc_async)
-      return fail(TINYLA_UNSUPPORTED, "n = " + std::to_string(jb.n) + " needs a workspace, and this " +
-                                          drv.platform + " driver has no stream-ordered allocation");
+      return fail(TINYLA_UNSUPPORTED, "n = " + std::to_string(jb.n) + " needs a workspace, and this " + drv.platform +
+                                          " driver has no stream-ordered allocation");
     if (!rt->check(drv.mem_alloc_async(&workspace, std::size_t(plan.workspace_bytes), stream), "workspace allocation"))
       return fail(TINYLA_OUT_OF_MEMORY, rt->last_error());
   }
@@ -109,9 +110,7 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
 
 tinyla_status submit(dtype t, const job& jb, void* stream) {
   if (tinyla_status s = validate(t, jb); s != TINYLA_OK) return s;
-  return with_dtype(t, [&](auto info) {
-    return launch<kernel_element<typename decltype(info)::type>>(t, jb, stream);
-  });
+  return with_dtype(t, [&](auto info) { return launch<kernel_element<typename decltype(info)::type>>(t, jb, stream); });
 }
 
 }  // namespace

@@ -30,26 +30,28 @@ using tinyla::job;
 
 // One per-thread kernel; the (family, type, n) that plan_launch never picks
 // (past the register budget) are empty.
-#define TINYLA_PER_THREAD_KERNEL(N, F, E, DT)                                                               \
-  extern "C" __global__ void __launch_bounds__(max_per_thread_block) tinyla_##F##_##DT##_##N(job jb) {      \
-    if constexpr (per_thread_fits<E>(family::F, N)) {                                                       \
-      device_block blk;                                                                                     \
-      per_thread_kernel<family::F, N, E>(blk, jb);                                                          \
-    }                                                                                                       \
+#define TINYLA_PER_THREAD_KERNEL(N, F, E, DT)                                                                          \
+  extern "C" __global__ void __launch_bounds__(max_per_thread_block) tinyla_##F##_##DT##_##N(job jb) {                 \
+    if constexpr (per_thread_fits<E>(family::F, N)) {                                                                  \
+      device_block blk;                                                                                                \
+      per_thread_kernel<family::F, N, E>(blk, jb);                                                                     \
+    }                                                                                                                  \
   }
-#define TINYLA_TEAM_KERNEL(F, E, DT)                                                                        \
-  extern "C" __global__ void __launch_bounds__(max_team_block) tinyla_##F##_##DT##_team(job jb, int team_size, \
-                                                                                          E* workspace) {   \
-    device_block blk;                                                                                       \
-    team_kernel<family::F, E>(blk, jb, team_size, workspace);                                              \
+#define TINYLA_TEAM_KERNEL(F, E, DT)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(max_team_block)                                                         \
+      tinyla_##F##_##DT##_team(job jb, int team_size, E* workspace) {                                                  \
+    device_block blk;                                                                                                  \
+    team_kernel<family::F, E>(blk, jb, team_size, workspace);                                                          \
   }
 
 static_assert(max_per_thread_n == 8, "TINYLA_FOR_EACH_N lists n = 0..max_per_thread_n");
-#define TINYLA_FOR_EACH_N(M, ...)                                                                   \
-  M(0, __VA_ARGS__) M(1, __VA_ARGS__) M(2, __VA_ARGS__) M(3, __VA_ARGS__) M(4, __VA_ARGS__) \
-  M(5, __VA_ARGS__) M(6, __VA_ARGS__) M(7, __VA_ARGS__) M(8, __VA_ARGS__)
-#define TINYLA_FAMILY_KERNELS(F, E, DT) TINYLA_FOR_EACH_N(TINYLA_PER_THREAD_KERNEL, F, E, DT) TINYLA_TEAM_KERNEL(F, E, DT)
-#define TINYLA_TYPE_KERNELS(E, DT) \
+#define TINYLA_FOR_EACH_N(M, ...)                                                                                      \
+  M(0, __VA_ARGS__)                                                                                                    \
+  M(1, __VA_ARGS__) M(2, __VA_ARGS__) M(3, __VA_ARGS__) M(4, __VA_ARGS__) M(5, __VA_ARGS__) M(6, __VA_ARGS__)          \
+      M(7, __VA_ARGS__) M(8, __VA_ARGS__)
+#define TINYLA_FAMILY_KERNELS(F, E, DT)                                                                                \
+  TINYLA_FOR_EACH_N(TINYLA_PER_THREAD_KERNEL, F, E, DT) TINYLA_TEAM_KERNEL(F, E, DT)
+#define TINYLA_TYPE_KERNELS(E, DT)                                                                                     \
   TINYLA_FAMILY_KERNELS(determinant, E, DT) TINYLA_FAMILY_KERNELS(inverse, E, DT) TINYLA_FAMILY_KERNELS(solve, E, DT)
 
 TINYLA_TYPE_KERNELS(float, f32)

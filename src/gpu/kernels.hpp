@@ -60,9 +60,10 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
     info = invert(sq, a, x, acc, jb.transpose_x);  // n <= 2 transposes itself
     if (jb.transpose_x && N > 2) {
       TINYLA_UNROLL
-      for (int i = 0; i < N; ++i)
+      for (int i = 0; i < N; ++i) {
         TINYLA_UNROLL
         for (int j = 0; j < N; ++j) slot[j * N + i] = x[i * N + j];
+      }
     } else {
       TINYLA_UNROLL
       for (int i = 0; i < nn; ++i) slot[i] = x[i];
@@ -117,15 +118,16 @@ template <class E> TINYLA_HD E dot_product(int k, const E* x, int64_t xs, const 
 // in piv[k]. The same operations in the same order as eliminate() in
 // src/kernels/lu.hpp (Crout's order), so the results are bit-identical to the
 // CPU's. Calls blk.sync() 4n times whatever the data (every team of the block must).
-template <class E, class Block>
-TINYLA_HD lane_of<E> team_factor(Block& blk, team_id tm, int n, E* a, int* piv, lane_of<E>* best_val, int* best_row,
-                                 det_accum<E>& acc) {
+template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, team_id tm, int n, E* a, int* piv,
+                                                                 lane_of<E>* best_val, int* best_row,
+                                                                 det_accum<E>& acc) {
   using L = lane_of<E>;
   L info = L(0);
   for (int k = 0; k < n; ++k) {
     // Column k, rows k..n-1, receives the earlier steps.
     if (k > 0)
-      for (int i = k + tm.rank; i < n; i += tm.size) a[i * n + k] = a[i * n + k] - dot_product(k, a + i * n, 1, a + k, n);
+      for (int i = k + tm.rank; i < n; i += tm.size)
+        a[i * n + k] = a[i * n + k] - dot_product(k, a + i * n, 1, a + k, n);
     blk.sync();
     // Pivot: LAPACK's first row of largest magnitude. Each thread scans its
     // rows below k (NaN never wins a strict >), then every thread combines
@@ -170,8 +172,7 @@ TINYLA_HD lane_of<E> team_factor(Block& blk, team_id tm, int n, E* a, int* piv, 
 
 // Solves A x = rhs for one column, given team_factor's LU and pivots; element
 // i of the column is col[i * ld]. Same order of operations as solve() in lu.hpp.
-template <class E>
-TINYLA_HD void solve_column(int n, const E* lu, const int* piv, E* col, int64_t ld, bool singular) {
+template <class E> TINYLA_HD void solve_column(int n, const E* lu, const int* piv, E* col, int64_t ld, bool singular) {
   for (int k = 0; k < n; ++k) {
     const int p = piv[k];
     if (p != k) {
@@ -214,7 +215,8 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     const bool active = b < jb.batch;
     // Inactive teams (past the batch's end) factor whatever their slot holds:
     // the barriers inside team_factor are block-wide.
-    if (active) for (int64_t i = tm.rank; i < nn; i += team_size) lu[i] = a[b * nn + i];
+    if (active)
+      for (int64_t i = tm.rank; i < nn; i += team_size) lu[i] = a[b * nn + i];
     if constexpr (F == family::solve) {
       const int count = int(min_of<int64_t>(teams, jb.batch - base));
       block_copy(blk, static_cast<const E*>(jb.b) + base * nx, x + base * nx, count * nx);

@@ -74,9 +74,9 @@ struct plan_options {
 
 struct launch_plan {
   bool per_thread = true;
-  int block_threads = 1;   // threads per block
-  int team_size = 1;       // team kernel: threads per matrix
-  int64_t blocks = 0;      // grid size (0: nothing to launch)
+  int block_threads = 1;  // threads per block
+  int team_size = 1;      // team kernel: threads per matrix
+  int64_t blocks = 0;     // grid size (0: nothing to launch)
   int64_t shared_bytes = 0;
   int64_t workspace_bytes = 0;  // team kernel whose matrix does not fit in shared memory: global scratch
 };
@@ -95,7 +95,7 @@ template <class R> struct team_layout {
       : values(up(n * 4)), rows(values + up(team_size * int64_t(sizeof(R)))), scratch(rows + up(team_size * 4)) {}
 };
 
-constexpr int64_t max_grid_blocks = int64_t(1) << 20;  // grid-stride beyond this
+constexpr int64_t max_grid_blocks = int64_t(1) << 20;        // grid-stride beyond this
 constexpr int64_t max_workspace_bytes = int64_t(256) << 20;  // bounds the global workspace (>= 1 block's)
 
 template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options o = {}) {

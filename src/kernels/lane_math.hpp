@@ -10,7 +10,7 @@ template <class T> struct log_constants;
 // ln 2 = hi + lo, hi with few significant bits so that e * hi is exact for
 // every exponent sum a determinant can reach.
 template <> struct log_constants<double> {
-  static constexpr double ln2_hi = 0x1.62e42p-1;          // 21 bits
+  static constexpr double ln2_hi = 0x1.62e42p-1;           // 21 bits
   static constexpr double ln2_lo = 0x1.fdf473de6af28p-22;  // ln2 - hi
   static constexpr double sqrt_half = 0x1.6a09e667f3bcdp-1;
 };

@@ -26,10 +26,12 @@ template <int N, int M> struct shape {
   static constexpr int fixed_n = N, fixed_m = M;
   int n_ = N, m_ = M;
   TINYLA_HD constexpr int n() const {
-    if constexpr (N >= 0) return N; else return n_;
+    if constexpr (N >= 0) return N;
+    else return n_;
   }
   TINYLA_HD constexpr int m() const {
-    if constexpr (M >= 0) return M; else return m_;
+    if constexpr (M >= 0) return M;
+    else return m_;
   }
 };
 
@@ -124,9 +126,10 @@ TINYLA_HD void subtract_dot_products_group(int k, int e0, Out out, X x, Y y) {
   TINYLA_UNROLL
   for (int r = 0; r < G; ++r) sum[r] = x(e0 + r, 0) * y(e0 + r, 0);
   TINYLA_UNROLL_INNER
-  for (int p = 1; p < k; ++p)
+  for (int p = 1; p < k; ++p) {
     TINYLA_UNROLL
     for (int r = 0; r < G; ++r) sum[r] = sum[r] + x(e0 + r, p) * y(e0 + r, p);
+  }
   TINYLA_UNROLL
   for (int r = 0; r < G; ++r) out(e0 + r) = out(e0 + r) - sum[r];
 }
@@ -166,8 +169,8 @@ template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_
   for (int k = 0; k < n; ++k) {
     // Column k, rows k..n-1.
     subtract_dot_products<R, E>(
-        k, n - k, [&](int e) -> E& { return a[(k + e) * n + k]; },
-        [&](int e, int p) { return a[(k + e) * n + p]; }, [&](int, int p) { return a[p * n + k]; });
+        k, n - k, [&](int e) -> E& { return a[(k + e) * n + k]; }, [&](int e, int p) { return a[(k + e) * n + p]; },
+        [&](int, int p) { return a[p * n + k]; });
     L best = pivot_magnitude(a[k * n + k]);
     L piv = L(k);
     TINYLA_UNROLL
@@ -189,8 +192,8 @@ template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_
     }
     // Row k, columns k+1..n-1 of A and all of B.
     subtract_dot_products<R, E>(
-        k, n - k - 1, [&](int e) -> E& { return a[k * n + k + 1 + e]; },
-        [&](int, int p) { return a[k * n + p]; }, [&](int e, int p) { return a[p * n + k + 1 + e]; });
+        k, n - k - 1, [&](int e) -> E& { return a[k * n + k + 1 + e]; }, [&](int, int p) { return a[k * n + p]; },
+        [&](int e, int p) { return a[p * n + k + 1 + e]; });
     subtract_dot_products<R, E>(
         k, m, [&](int e) -> E& { return b[k * m + e]; }, [&](int, int p) { return a[k * n + p]; },
         [&](int e, int p) { return b[p * m + e]; });
@@ -365,37 +368,37 @@ template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accu
     for (int j = 0; j < m; ++j) b[j] = pinv.apply(b[j]);
   } else if (n == 2) {
     if constexpr (may_be_2x2<S>()) {
-    // x = adj(A) b / det. Where a lane's entries or right-hand side leave the
-    // safe range, the differences of products are formed from split entries.
-    const auto safe = safe_for_unscaled_2x2(a);
-    bool split = any_of(!safe);
-    for (int j = 0; j < m && !split; ++j) split = any_of(!(safe_for_unscaled(b[j]) & safe_for_unscaled(b[m + j])));
-    if (!split) {
-      const E det = diff_of_products(a[0], a[3], a[1], a[2]);
-      acc.multiply(det);
-      info = info_2x2(det, a[0], a[2]);
-      const pivot_inverse<E> pinv(det);
-      for (int j = 0; j < m; ++j) {
-        const E b0 = b[j], b1 = b[m + j];
-        b[j] = pinv.apply(diff_of_products(a[3], b0, a[1], b1));
-        b[m + j] = pinv.apply(diff_of_products(a[0], b1, a[2], b0));
+      // x = adj(A) b / det. Where a lane's entries or right-hand side leave the
+      // safe range, the differences of products are formed from split entries.
+      const auto safe = safe_for_unscaled_2x2(a);
+      bool split = any_of(!safe);
+      for (int j = 0; j < m && !split; ++j) split = any_of(!(safe_for_unscaled(b[j]) & safe_for_unscaled(b[m + j])));
+      if (!split) {
+        const E det = diff_of_products(a[0], a[3], a[1], a[2]);
+        acc.multiply(det);
+        info = info_2x2(det, a[0], a[2]);
+        const pivot_inverse<E> pinv(det);
+        for (int j = 0; j < m; ++j) {
+          const E b0 = b[j], b1 = b[m + j];
+          b[j] = pinv.apply(diff_of_products(a[3], b0, a[1], b1));
+          b[m + j] = pinv.apply(diff_of_products(a[0], b1, a[2], b0));
+        }
+      } else {
+        const split_2x2<E> q(a, safe);
+        q.accumulate(acc);
+        info = q.info();
+        const pivot_inverse<E> pinv(q.p);
+        for (int j = 0; j < m; ++j) {
+          const auto keep = safe & safe_for_unscaled(b[j]) & safe_for_unscaled(b[m + j]);
+          const split_exponent<E> s0(b[j]), s1(b[m + j]);
+          const E b0 = select(keep, b[j], s0.m), b1 = select(keep, b[m + j], s1.m);
+          const L e0 = select(keep, L(0), s0.e), e1 = select(keep, L(0), s1.e);
+          const scaled_difference<E> x0(q.m[3], q.e[3], b0, e0, q.m[1], q.e[1], b1, e1);
+          const scaled_difference<E> x1(q.m[0], q.e[0], b1, e1, q.m[2], q.e[2], b0, e0);
+          b[j] = scale_pow2(pinv.apply(x0.p), x0.s - q.s);
+          b[m + j] = scale_pow2(pinv.apply(x1.p), x1.s - q.s);
+        }
       }
-    } else {
-      const split_2x2<E> q(a, safe);
-      q.accumulate(acc);
-      info = q.info();
-      const pivot_inverse<E> pinv(q.p);
-      for (int j = 0; j < m; ++j) {
-        const auto keep = safe & safe_for_unscaled(b[j]) & safe_for_unscaled(b[m + j]);
-        const split_exponent<E> s0(b[j]), s1(b[m + j]);
-        const E b0 = select(keep, b[j], s0.m), b1 = select(keep, b[m + j], s1.m);
-        const L e0 = select(keep, L(0), s0.e), e1 = select(keep, L(0), s1.e);
-        const scaled_difference<E> x0(q.m[3], q.e[3], b0, e0, q.m[1], q.e[1], b1, e1);
-        const scaled_difference<E> x1(q.m[0], q.e[0], b1, e1, q.m[2], q.e[2], b0, e0);
-        b[j] = scale_pow2(pinv.apply(x0.p), x0.s - q.s);
-        b[m + j] = scale_pow2(pinv.apply(x1.p), x1.s - q.s);
-      }
-    }
     }
   } else if (n > 2) {
     info = eliminate(s, a, b, acc);
@@ -403,9 +406,10 @@ template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accu
   }
   const auto singular = info != L(0);
   const E nan = nan_element<E>();
-  if (any_of(singular))
+  if (any_of(singular)) {
     TINYLA_UNROLL
     for (int j = 0; j < n * m; ++j) b[j] = select(singular, nan, b[j]);
+  }
   return info;
 }
 
@@ -456,9 +460,10 @@ TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, E* x, det_accum<E>& acc, bool t
     if constexpr (N < 0)
       if (n == 2) return invert_2x2(a, x, acc, transposed);
     TINYLA_UNROLL
-    for (int i = 0; i < n; ++i)
+    for (int i = 0; i < n; ++i) {
       TINYLA_UNROLL
       for (int j = 0; j < n; ++j) x[i * n + j] = make_element<E>(i == j ? 1.0 : 0.0);
+    }
     return solve(s, a, x, acc);
   }
 }

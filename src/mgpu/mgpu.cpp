@@ -93,7 +93,8 @@ TINYLA_MGPU void mgpuStreamSynchronize(handle stream) {
 }
 
 TINYLA_MGPU void mgpuStreamWaitEvent(handle stream, handle event) {
-  if (runtime* r = rt(); r && stream && event) r->check(r->drv().stream_wait_event(stream, event), "mgpuStreamWaitEvent");
+  if (runtime* r = rt(); r && stream && event)
+    r->check(r->drv().stream_wait_event(stream, event), "mgpuStreamWaitEvent");
 }
 
 TINYLA_MGPU handle mgpuEventCreate() {
@@ -137,8 +138,7 @@ TINYLA_MGPU void mgpuMemset16(void* dst, std::uint16_t value, std::size_t count,
 }
 
 TINYLA_MGPU void mgpuMemHostRegister(void* ptr, std::uint64_t bytes) {
-  if (runtime* r = bound(); r && ptr && bytes)
-    r->check(r->drv().host_register(ptr, bytes), "mgpuMemHostRegister");
+  if (runtime* r = bound(); r && ptr && bytes) r->check(r->drv().host_register(ptr, bytes), "mgpuMemHostRegister");
 }
 
 TINYLA_MGPU void mgpuMemHostUnregister(void* ptr) {

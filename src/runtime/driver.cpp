@@ -32,37 +32,37 @@ using devptr = unsigned long long;
 
 // Each entry point once: (return type, name, parameters). OPTIONAL ones may be
 // missing (a null pointer then); a driver without a REQUIRED one is not used.
-#define TINYLA_CUDA_SYMBOLS(REQUIRED, OPTIONAL)                                                              \
-  REQUIRED(int, cuInit, (unsigned))                                                                          \
-  REQUIRED(int, cuDeviceGet, (int*, int))                                                                    \
-  REQUIRED(int, cuDevicePrimaryCtxRetain, (ptr*, int))                                                       \
-  REQUIRED(int, cuCtxSetCurrent, (ptr))                                                                      \
-  REQUIRED(int, cuCtxGetCurrent, (ptr*))                                                                     \
-  REQUIRED(int, cuStreamGetCtx, (ptr, ptr*))                                                                 \
-  REQUIRED(int, cuStreamCreate, (ptr*, unsigned))                                                            \
-  REQUIRED(int, cuStreamDestroy_v2, (ptr))                                                                   \
-  REQUIRED(int, cuStreamSynchronize, (ptr))                                                                  \
-  REQUIRED(int, cuStreamWaitEvent, (ptr, ptr, unsigned))                                                     \
-  REQUIRED(int, cuEventCreate, (ptr*, unsigned))                                                             \
-  REQUIRED(int, cuEventDestroy_v2, (ptr))                                                                    \
-  REQUIRED(int, cuEventRecord, (ptr, ptr))                                                                   \
-  REQUIRED(int, cuEventSynchronize, (ptr))                                                                   \
-  REQUIRED(int, cuModuleLoadData, (ptr*, const void*))                                                       \
-  REQUIRED(int, cuModuleLoadDataEx, (ptr*, const void*, unsigned, int*, void**))                             \
-  REQUIRED(int, cuModuleGetFunction, (ptr*, ptr, const char*))                                               \
-  REQUIRED(int, cuFuncSetAttribute, (ptr, int, int))                                                         \
-  REQUIRED(int, cuLaunchKernel, (ptr, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, ptr, \
-                                 void**, void**))                                                            \
-  REQUIRED(int, cuMemAlloc_v2, (devptr*, std::size_t))                                                       \
-  REQUIRED(int, cuMemAllocManaged, (devptr*, std::size_t, unsigned))                                         \
-  REQUIRED(int, cuMemFree_v2, (devptr))                                                                      \
-  OPTIONAL(int, cuMemAllocAsync, (devptr*, std::size_t, ptr))  /* CUDA >= 11.2 */                            \
-  OPTIONAL(int, cuMemFreeAsync, (devptr, ptr))                                                               \
-  REQUIRED(int, cuMemcpyAsync, (devptr, devptr, std::size_t, ptr))                                           \
-  REQUIRED(int, cuMemsetD32Async, (devptr, unsigned, std::size_t, ptr))                                      \
-  REQUIRED(int, cuMemsetD16Async, (devptr, unsigned short, std::size_t, ptr))                                \
-  REQUIRED(int, cuMemHostRegister_v2, (void*, std::size_t, unsigned))                                        \
-  REQUIRED(int, cuMemHostUnregister, (void*))                                                                \
+#define TINYLA_CUDA_SYMBOLS(REQUIRED, OPTIONAL)                                                                        \
+  REQUIRED(int, cuInit, (unsigned))                                                                                    \
+  REQUIRED(int, cuDeviceGet, (int*, int))                                                                              \
+  REQUIRED(int, cuDevicePrimaryCtxRetain, (ptr*, int))                                                                 \
+  REQUIRED(int, cuCtxSetCurrent, (ptr))                                                                                \
+  REQUIRED(int, cuCtxGetCurrent, (ptr*))                                                                               \
+  REQUIRED(int, cuStreamGetCtx, (ptr, ptr*))                                                                           \
+  REQUIRED(int, cuStreamCreate, (ptr*, unsigned))                                                                      \
+  REQUIRED(int, cuStreamDestroy_v2, (ptr))                                                                             \
+  REQUIRED(int, cuStreamSynchronize, (ptr))                                                                            \
+  REQUIRED(int, cuStreamWaitEvent, (ptr, ptr, unsigned))                                                               \
+  REQUIRED(int, cuEventCreate, (ptr*, unsigned))                                                                       \
+  REQUIRED(int, cuEventDestroy_v2, (ptr))                                                                              \
+  REQUIRED(int, cuEventRecord, (ptr, ptr))                                                                             \
+  REQUIRED(int, cuEventSynchronize, (ptr))                                                                             \
+  REQUIRED(int, cuModuleLoadData, (ptr*, const void*))                                                                 \
+  REQUIRED(int, cuModuleLoadDataEx, (ptr*, const void*, unsigned, int*, void**))                                       \
+  REQUIRED(int, cuModuleGetFunction, (ptr*, ptr, const char*))                                                         \
+  REQUIRED(int, cuFuncSetAttribute, (ptr, int, int))                                                                   \
+  REQUIRED(int, cuLaunchKernel,                                                                                        \
+           (ptr, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, ptr, void**, void**))           \
+  REQUIRED(int, cuMemAlloc_v2, (devptr*, std::size_t))                                                                 \
+  REQUIRED(int, cuMemAllocManaged, (devptr*, std::size_t, unsigned))                                                   \
+  REQUIRED(int, cuMemFree_v2, (devptr))                                                                                \
+  OPTIONAL(int, cuMemAllocAsync, (devptr*, std::size_t, ptr)) /* CUDA >= 11.2 */                                       \
+  OPTIONAL(int, cuMemFreeAsync, (devptr, ptr))                                                                         \
+  REQUIRED(int, cuMemcpyAsync, (devptr, devptr, std::size_t, ptr))                                                     \
+  REQUIRED(int, cuMemsetD32Async, (devptr, unsigned, std::size_t, ptr))                                                \
+  REQUIRED(int, cuMemsetD16Async, (devptr, unsigned short, std::size_t, ptr))                                          \
+  REQUIRED(int, cuMemHostRegister_v2, (void*, std::size_t, unsigned))                                                  \
+  REQUIRED(int, cuMemHostUnregister, (void*))                                                                          \
   REQUIRED(int, cuGetErrorString, (int, const char**))
 
 struct api {
@@ -71,12 +71,12 @@ struct api {
 bool load(void* lib) { return TINYLA_CUDA_SYMBOLS(TINYLA_BIND_REQUIRED, TINYLA_BIND_OPTIONAL) true; }
 
 // The constants of cuda.h used here.
-constexpr int error_invalid_device = 101;            // CUDA_ERROR_INVALID_DEVICE
-constexpr unsigned stream_non_blocking = 1;          // CU_STREAM_NON_BLOCKING
-constexpr unsigned event_disable_timing = 2;         // CU_EVENT_DISABLE_TIMING
-constexpr int jit_optimization_level = 7;            // CU_JIT_OPTIMIZATION_LEVEL
-constexpr int max_dynamic_shared_size_bytes = 8;     // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-constexpr unsigned mem_attach_global = 1;            // CU_MEM_ATTACH_GLOBAL
+constexpr int error_invalid_device = 101;         // CUDA_ERROR_INVALID_DEVICE
+constexpr unsigned stream_non_blocking = 1;       // CU_STREAM_NON_BLOCKING
+constexpr unsigned event_disable_timing = 2;      // CU_EVENT_DISABLE_TIMING
+constexpr int jit_optimization_level = 7;         // CU_JIT_OPTIMIZATION_LEVEL
+constexpr int max_dynamic_shared_size_bytes = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+constexpr unsigned mem_attach_global = 1;         // CU_MEM_ATTACH_GLOBAL
 
 devptr dp(const void* p) { return devptr(reinterpret_cast<std::uintptr_t>(p)); }
 
@@ -127,9 +127,8 @@ driver table() {
     return fn.cuFuncSetAttribute(f, max_dynamic_shared_size_bytes, bytes);
   };
   d.launch = [](handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
-                handle s, void** params, void** extra) {
-    return fn.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
-  };
+                handle s, void** params,
+                void** extra) { return fn.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra); };
   d.mem_alloc = [](void** p, std::size_t bytes, bool host_shared) {
     devptr q = 0;
     const int e = host_shared ? fn.cuMemAllocManaged(&q, bytes, mem_attach_global) : fn.cuMemAlloc_v2(&q, bytes);
@@ -146,9 +145,15 @@ driver table() {
     };
     d.mem_free_async = [](void* p, handle s) { return fn.cuMemFreeAsync(dp(p), s); };
   }
-  d.memcpy_async = [](void* dst, const void* src, std::size_t n, handle s) { return fn.cuMemcpyAsync(dp(dst), dp(src), n, s); };
-  d.memset32_async = [](void* dst, std::uint32_t v, std::size_t n, handle s) { return fn.cuMemsetD32Async(dp(dst), v, n, s); };
-  d.memset16_async = [](void* dst, std::uint16_t v, std::size_t n, handle s) { return fn.cuMemsetD16Async(dp(dst), v, n, s); };
+  d.memcpy_async = [](void* dst, const void* src, std::size_t n, handle s) {
+    return fn.cuMemcpyAsync(dp(dst), dp(src), n, s);
+  };
+  d.memset32_async = [](void* dst, std::uint32_t v, std::size_t n, handle s) {
+    return fn.cuMemsetD32Async(dp(dst), v, n, s);
+  };
+  d.memset16_async = [](void* dst, std::uint16_t v, std::size_t n, handle s) {
+    return fn.cuMemsetD16Async(dp(dst), v, n, s);
+  };
   d.host_register = [](void* p, std::size_t n) { return fn.cuMemHostRegister_v2(p, n, 0); };
   d.host_unregister = [](void* p) { return fn.cuMemHostUnregister(p); };
   d.error_string = [](int code) {
@@ -164,33 +169,33 @@ driver table() {
 namespace hip {
 using ptr = void*;
 
-#define TINYLA_HIP_SYMBOLS(REQUIRED, OPTIONAL)                                                               \
-  REQUIRED(int, hipInit, (unsigned))                                                                         \
-  REQUIRED(int, hipSetDevice, (int))                                                                         \
-  REQUIRED(int, hipGetDevice, (int*))                                                                        \
-  OPTIONAL(int, hipStreamGetDevice, (ptr, int*))  /* not in HIP 5.2: then the current device */              \
-  REQUIRED(int, hipStreamCreateWithFlags, (ptr*, unsigned))                                                  \
-  REQUIRED(int, hipStreamDestroy, (ptr))                                                                     \
-  REQUIRED(int, hipStreamSynchronize, (ptr))                                                                 \
-  REQUIRED(int, hipStreamWaitEvent, (ptr, ptr, unsigned))                                                    \
-  REQUIRED(int, hipEventCreateWithFlags, (ptr*, unsigned))                                                   \
-  REQUIRED(int, hipEventDestroy, (ptr))                                                                      \
-  REQUIRED(int, hipEventRecord, (ptr, ptr))                                                                  \
-  REQUIRED(int, hipEventSynchronize, (ptr))                                                                  \
-  REQUIRED(int, hipModuleLoadData, (ptr*, const void*))                                                      \
-  REQUIRED(int, hipModuleGetFunction, (ptr*, ptr, const char*))                                              \
-  REQUIRED(int, hipModuleLaunchKernel, (ptr, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
-                                        ptr, void**, void**))                                                \
-  REQUIRED(int, hipMalloc, (void**, std::size_t))                                                            \
-  REQUIRED(int, hipMallocManaged, (void**, std::size_t, unsigned))                                           \
-  REQUIRED(int, hipFree, (void*))                                                                            \
-  OPTIONAL(int, hipMallocAsync, (void**, std::size_t, ptr))  /* HIP >= 5.2 */                                \
-  OPTIONAL(int, hipFreeAsync, (void*, ptr))                                                                  \
-  REQUIRED(int, hipMemcpyAsync, (void*, const void*, std::size_t, int, ptr))                                 \
-  REQUIRED(int, hipMemsetD32Async, (void*, int, std::size_t, ptr))                                           \
-  REQUIRED(int, hipMemsetD16Async, (void*, unsigned short, std::size_t, ptr))                                \
-  REQUIRED(int, hipHostRegister, (void*, std::size_t, unsigned))                                            \
-  REQUIRED(int, hipHostUnregister, (void*))                                                                  \
+#define TINYLA_HIP_SYMBOLS(REQUIRED, OPTIONAL)                                                                         \
+  REQUIRED(int, hipInit, (unsigned))                                                                                   \
+  REQUIRED(int, hipSetDevice, (int))                                                                                   \
+  REQUIRED(int, hipGetDevice, (int*))                                                                                  \
+  OPTIONAL(int, hipStreamGetDevice, (ptr, int*)) /* not in HIP 5.2: then the current device */                         \
+  REQUIRED(int, hipStreamCreateWithFlags, (ptr*, unsigned))                                                            \
+  REQUIRED(int, hipStreamDestroy, (ptr))                                                                               \
+  REQUIRED(int, hipStreamSynchronize, (ptr))                                                                           \
+  REQUIRED(int, hipStreamWaitEvent, (ptr, ptr, unsigned))                                                              \
+  REQUIRED(int, hipEventCreateWithFlags, (ptr*, unsigned))                                                             \
+  REQUIRED(int, hipEventDestroy, (ptr))                                                                                \
+  REQUIRED(int, hipEventRecord, (ptr, ptr))                                                                            \
+  REQUIRED(int, hipEventSynchronize, (ptr))                                                                            \
+  REQUIRED(int, hipModuleLoadData, (ptr*, const void*))                                                                \
+  REQUIRED(int, hipModuleGetFunction, (ptr*, ptr, const char*))                                                        \
+  REQUIRED(int, hipModuleLaunchKernel,                                                                                 \
+           (ptr, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, ptr, void**, void**))           \
+  REQUIRED(int, hipMalloc, (void**, std::size_t))                                                                      \
+  REQUIRED(int, hipMallocManaged, (void**, std::size_t, unsigned))                                                     \
+  REQUIRED(int, hipFree, (void*))                                                                                      \
+  OPTIONAL(int, hipMallocAsync, (void**, std::size_t, ptr)) /* HIP >= 5.2 */                                           \
+  OPTIONAL(int, hipFreeAsync, (void*, ptr))                                                                            \
+  REQUIRED(int, hipMemcpyAsync, (void*, const void*, std::size_t, int, ptr))                                           \
+  REQUIRED(int, hipMemsetD32Async, (void*, int, std::size_t, ptr))                                                     \
+  REQUIRED(int, hipMemsetD16Async, (void*, unsigned short, std::size_t, ptr))                                          \
+  REQUIRED(int, hipHostRegister, (void*, std::size_t, unsigned))                                                       \
+  REQUIRED(int, hipHostUnregister, (void*))                                                                            \
   REQUIRED(const char*, hipGetErrorString, (int))
 
 struct api {
@@ -236,9 +241,8 @@ driver table() {
   d.module_get_function = [](handle* f, handle m, const char* name) { return fn.hipModuleGetFunction(f, m, name); };
   d.allow_dynamic_shared = [](handle, int) { return 0; };  // AMD: all of the LDS without opting in
   d.launch = [](handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
-                handle s, void** params, void** extra) {
-    return fn.hipModuleLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
-  };
+                handle s, void** params,
+                void** extra) { return fn.hipModuleLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra); };
   d.mem_alloc = [](void** p, std::size_t bytes, bool host_shared) {
     return host_shared ? fn.hipMallocManaged(p, bytes, mem_attach_global) : fn.hipMalloc(p, bytes);
   };
@@ -250,8 +254,12 @@ driver table() {
   d.memcpy_async = [](void* dst, const void* src, std::size_t n, handle s) {
     return fn.hipMemcpyAsync(dst, src, n, memcpy_default, s);
   };
-  d.memset32_async = [](void* dst, std::uint32_t v, std::size_t n, handle s) { return fn.hipMemsetD32Async(dst, int(v), n, s); };
-  d.memset16_async = [](void* dst, std::uint16_t v, std::size_t n, handle s) { return fn.hipMemsetD16Async(dst, v, n, s); };
+  d.memset32_async = [](void* dst, std::uint32_t v, std::size_t n, handle s) {
+    return fn.hipMemsetD32Async(dst, int(v), n, s);
+  };
+  d.memset16_async = [](void* dst, std::uint16_t v, std::size_t n, handle s) {
+    return fn.hipMemsetD16Async(dst, v, n, s);
+  };
   d.host_register = [](void* p, std::size_t n) { return fn.hipHostRegister(p, n, 0); };
   d.host_unregister = [](void* p) { return fn.hipHostUnregister(p); };
   d.error_string = [](int code) {
@@ -284,7 +292,8 @@ loaded load(platform want) {
     candidates.push_back(path);
   } else {
     if (want != platform::rocm) candidates.push_back("libcuda.so.1");
-    if (want != platform::cuda) candidates.insert(candidates.end(), {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"});
+    if (want != platform::cuda)
+      candidates.insert(candidates.end(), {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"});
   }
   // The entry points live in one table per API, bound from the first library
   // that has them (one per process in practice; TINYLA_GPU_DRIVER names one).

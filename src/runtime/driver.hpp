@@ -24,7 +24,7 @@ struct driver {
   int (*current_context)(handle*);
   int (*set_context)(handle);
   int (*stream_context)(handle stream, handle*);  // the non-null stream's context
-  int (*stream_create)(handle*);  // non-blocking
+  int (*stream_create)(handle*);                  // non-blocking
   int (*stream_destroy)(handle);
   int (*stream_synchronize)(handle);
   int (*stream_wait_event)(handle stream, handle event);

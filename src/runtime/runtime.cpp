@@ -18,7 +18,11 @@ std::uint64_t fnv1a(const char* p, std::size_t n) {
 // fatbin: the end of its last entry), else NUL-terminated text (PTX).
 std::size_t image_size(const void* image) {
   const auto* b = static_cast<const unsigned char*>(image);
-  if (std::memcmp(b, "\x7f" "ELF", 4) == 0 && b[4] == 2) {  // 64-bit ELF
+  if (std::memcmp(b,
+                  "\x7f"
+                  "ELF",
+                  4) == 0 &&
+      b[4] == 2) {  // 64-bit ELF
     std::uint64_t shoff;
     std::uint16_t shentsize, shnum;
     std::memcpy(&shoff, b + 0x28, 8);
@@ -35,7 +39,8 @@ std::size_t image_size(const void* image) {
     std::memcpy(&payload, b + 8, 8);
     return std::size_t(header) + std::size_t(payload);
   }
-  static constexpr char bundle_magic[] = "__CLANG_OFFLOAD_BUNDLE__";  // then u64 count, entries {u64 offset, size, id length, id}
+  static constexpr char bundle_magic[] =
+      "__CLANG_OFFLOAD_BUNDLE__";  // then u64 count, entries {u64 offset, size, id length, id}
   if (std::memcmp(b, bundle_magic, sizeof bundle_magic - 1) == 0) {
     std::uint64_t count, end = 0;
     std::memcpy(&count, b + 24, 8);
@@ -110,7 +115,8 @@ handle runtime::use_stream_context(handle stream) {
     if (!check(drv_.stream_context(stream, &wanted), "reading the stream's context")) return nullptr;
   } else {
     if (current) return current;
-    if (!check(drv_.use_device(0), "selecting device 0") || !check(drv_.current_context(&wanted), "reading the context"))
+    if (!check(drv_.use_device(0), "selecting device 0") ||
+        !check(drv_.current_context(&wanted), "reading the context"))
       return nullptr;
     current = wanted;
   }
@@ -271,8 +277,8 @@ bool runtime::launch(handle function, const unsigned grid[3], const unsigned blo
       allowed = shared_bytes;
     }
   }
-  if (!check(drv_.launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, stream, params,
-                         extra),
+  if (!check(drv_.launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, stream,
+                         params, extra),
              "launching a kernel"))
     return false;
   ++stats_.launches;

@@ -95,7 +95,8 @@ class runtime {
   };
 
   const driver& drv_;
-  const bool pooling_;  // false (TINYLA_MGPU_POOL=0): a stream per create, a driver lookup per call, as MLIR's own wrappers do
+  const bool
+      pooling_;  // false (TINYLA_MGPU_POOL=0): a stream per create, a driver lookup per call, as MLIR's own wrappers do
   std::atomic<bool> print_errors_{false};
   counters stats_;
   std::atomic<int> default_device_{0};
@@ -113,8 +114,8 @@ class runtime {
   };
   std::mutex contexts_mutex_;
   std::vector<std::pair<handle, std::unique_ptr<context_pools>>> contexts_;  // few: one per device
-  context_pools* pools(handle context);  // nullptr if no context
-  context_pools* current_pools();         // of the current context; nullptr (recorded) if none is current
+  context_pools* pools(handle context);                                      // nullptr if no context
+  context_pools* current_pools();  // of the current context; nullptr (recorded) if none is current
 
   std::mutex modules_mutex_;
   std::unordered_multimap<std::uint64_t, std::unique_ptr<module_entry>> modules_;  // by content hash (+ context)

@@ -30,18 +30,24 @@ std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_o
   for (int64_t b = 0; b < batch && n > 0; b += 5) {
     T* m = a.data() + b * n * n;
     switch ((b / 5) % 5) {
-      case 0: for (int i = 0; i < n * n; ++i) m[i] *= R(1e-40) * std::numeric_limits<R>::min(); break;  // tiny pivots
-      case 1: for (int i = 0; i < n; ++i) m[i * n] = T(0); break;                                       // singular
+      case 0:
+        for (int i = 0; i < n * n; ++i) m[i] *= R(1e-40) * std::numeric_limits<R>::min();
+        break;  // tiny pivots
+      case 1:
+        for (int i = 0; i < n; ++i) m[i * n] = T(0);
+        break;  // singular
       case 2: m[(b / 5) % (n * n)] = T(std::numeric_limits<R>::quiet_NaN()); break;
-      case 3: for (int i = 0; i < n * n; ++i) m[i] *= big_scale<T>(); break;
+      case 3:
+        for (int i = 0; i < n * n; ++i) m[i] *= big_scale<T>();
+        break;
       default: break;
     }
   }
   const int64_t wide = 2 * n + 1;  // a second right-hand side: more columns than a team has threads
   const auto rhs = make_batch<T>(kind::random, batch, n, 7);  // (batch, n, n): nrhs = n
   const auto rhs2 = make_batch<T>(kind::random, batch * wide, 1, 8);
-  std::vector<T> sign(batch), d(batch), x(a.size()), sol(rhs.size()), sol2(rhs2.size() * n), sign2(batch),
-      x2(a.size()), sign3(batch), x3(a.size()), x4(a.size());
+  std::vector<T> sign(batch), d(batch), x(a.size()), sol(rhs.size()), sol2(rhs2.size() * n), sign2(batch), x2(a.size()),
+      sign3(batch), x3(a.size()), x4(a.size());
   std::vector<R> logabs(batch), logabs2(batch), logabs3(batch);
   std::vector<int32_t> info(batch), info_s(batch), info_s2(batch);
   std::vector<T> b2(rhs2.size() * n);
@@ -51,14 +57,37 @@ std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_o
       {.kind = op::slogdet, .batch = batch, .n = n, .a = a.data(), .sign = sign.data(), .logabsdet = logabs.data()},
       {.kind = op::det, .batch = batch, .n = n, .a = a.data(), .det = d.data()},
       {.kind = op::inv, .batch = batch, .n = n, .a = a.data(), .x = x.data(), .info = info.data()},
-      {.kind = op::solve, .batch = batch, .n = n, .nrhs = n, .a = a.data(), .b = rhs.data(), .x = sol.data(),
+      {.kind = op::solve,
+       .batch = batch,
+       .n = n,
+       .nrhs = n,
+       .a = a.data(),
+       .b = rhs.data(),
+       .x = sol.data(),
        .info = info_s.data()},
-      {.kind = op::solve, .batch = batch, .n = n, .nrhs = wide, .a = a.data(), .b = b2.data(), .x = sol2.data(),
+      {.kind = op::solve,
+       .batch = batch,
+       .n = n,
+       .nrhs = wide,
+       .a = a.data(),
+       .b = b2.data(),
+       .x = sol2.data(),
        .info = info_s2.data()},
-      {.kind = op::slogdet_inv, .batch = batch, .n = n, .a = a.data(), .x = x2.data(), .sign = sign2.data(),
+      {.kind = op::slogdet_inv,
+       .batch = batch,
+       .n = n,
+       .a = a.data(),
+       .x = x2.data(),
+       .sign = sign2.data(),
        .logabsdet = logabs2.data()},
-      {.kind = op::slogdet_inv, .batch = batch, .n = n, .a = a.data(), .x = x3.data(), .sign = sign3.data(),
-       .logabsdet = logabs3.data(), .transpose_x = true},
+      {.kind = op::slogdet_inv,
+       .batch = batch,
+       .n = n,
+       .a = a.data(),
+       .x = x3.data(),
+       .sign = sign3.data(),
+       .logabsdet = logabs3.data(),
+       .transpose_x = true},
       {.kind = op::inv, .batch = batch, .n = n, .a = a.data(), .x = x4.data(), .transpose_x = true},
   };
   for (const auto& jb : jobs) EXPECT_EQ(run(t, jb), TINYLA_OK) << "op " << int(jb.kind);

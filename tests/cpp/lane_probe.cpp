@@ -24,8 +24,7 @@ template <class L, class R> L load(const R* p) {
 template <class L, class R> void store(R* p, L v) { std::memcpy(p, static_cast<const void*>(&v), sizeof(L)); }
 template <class L> L as_lane(mask_of<L> m) { return select(m, L(1), L(0)); }
 
-template <class R, class L>
-void run(const R* x, const R* y, const R* z, const R* e, std::int64_t count, R* out) {
+template <class R, class L> void run(const R* x, const R* y, const R* z, const R* e, std::int64_t count, R* out) {
   using namespace lane_probe;
   constexpr int w = lane_traits<L>::width;
   auto put = [&](output k, std::int64_t i, L v) { store(out + k * count + i, v); };
@@ -72,5 +71,5 @@ void probe_type(const R* x, const R* y, const R* z, const R* e, std::int64_t cou
 #define LANE_PROBE_STR2(x) #x
 #define LANE_PROBE_STR(x) LANE_PROBE_STR2(x)
 extern const lane_probe::probe LANE_PROBE = {LANE_PROBE_STR(TINYLA_KERNEL_NS), TINYLA_VECTOR_BYTES,
-                                              &tinyla::TINYLA_KERNEL_NS::probe_type<float>,
-                                              &tinyla::TINYLA_KERNEL_NS::probe_type<double>};
+                                             &tinyla::TINYLA_KERNEL_NS::probe_type<float>,
+                                             &tinyla::TINYLA_KERNEL_NS::probe_type<double>};

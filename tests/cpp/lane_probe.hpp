@@ -12,9 +12,30 @@ namespace lane_probe {
 
 // One output array per primitive; complex ones take (x, y) and (z, x) as operands.
 enum output : int {
-  fmadd, sqrt_lane, absval, min_by_select, less_any, frexp_mantissa, frexp_exponent, ldexp, is_nan, log_scaled,
-  c_multiply_re, c_multiply_im, c_sub_mul_re, c_sub_mul_im, c_modulus, c_max_component, c_pivot_magnitude,
-  c_divide_re, c_divide_im, c_reciprocal_re, c_reciprocal_im, c_unit_phase_re, c_unit_phase_im, c_is_infinite,
+  fmadd,
+  sqrt_lane,
+  absval,
+  min_by_select,
+  less_any,
+  frexp_mantissa,
+  frexp_exponent,
+  ldexp,
+  is_nan,
+  log_scaled,
+  c_multiply_re,
+  c_multiply_im,
+  c_sub_mul_re,
+  c_sub_mul_im,
+  c_modulus,
+  c_max_component,
+  c_pivot_magnitude,
+  c_divide_re,
+  c_divide_im,
+  c_reciprocal_re,
+  c_reciprocal_im,
+  c_unit_phase_re,
+  c_unit_phase_im,
+  c_is_infinite,
   output_count
 };
 
@@ -22,10 +43,10 @@ enum output : int {
 // out: output_count arrays of `count` values, out[k * count + i]. `paired`: the lane
 // type of two registers (simd_pair) instead of one.
 inline constexpr int max_width = 32;
-template <class R> using probe_fn = void (*)(const R* x, const R* y, const R* z, const R* e, std::int64_t count,
-                                             bool paired, R* out);
+template <class R>
+using probe_fn = void (*)(const R* x, const R* y, const R* z, const R* e, std::int64_t count, bool paired, R* out);
 struct probe {
-  const char* isa;  // as the backend's name
+  const char* isa;   // as the backend's name
   int vector_bytes;  // 0: scalar lanes
   probe_fn<float> f32;
   probe_fn<double> f64;

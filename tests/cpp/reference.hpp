@@ -18,8 +18,12 @@
 
 namespace ref {
 
-template <class T> struct real_of { using type = T; };
-template <class R> struct real_of<std::complex<R>> { using type = R; };
+template <class T> struct real_of {
+  using type = T;
+};
+template <class R> struct real_of<std::complex<R>> {
+  using type = R;
+};
 template <class T> using real_t = typename real_of<T>::type;
 template <class T> constexpr bool is_complex = !std::is_same_v<T, real_t<T>>;
 
@@ -42,8 +46,8 @@ template <class T> auto mag1(T x) {
 // ---- long-double reference -----------------------------------------------------
 
 template <class T> struct wide_result {
-  wide_t<T> sign;        // +-1 / unit phase / 0
-  long double logabs;    // -inf if singular
+  wide_t<T> sign;              // +-1 / unit phase / 0
+  long double logabs;          // -inf if singular
   std::vector<wide_t<T>> inv;  // empty if singular
 };
 
@@ -91,8 +95,8 @@ template <class T> wide_result<T> wide_lu(const T* a, int n, bool want_inverse) 
 }
 
 // Relative Frobenius error of x[off, off + count) against ref.
-template <class T> long double rel_err_F(const std::vector<T>& x, const std::vector<wide_t<T>>& ref, size_t off,
-                                         size_t count) {
+template <class T>
+long double rel_err_F(const std::vector<T>& x, const std::vector<wide_t<T>>& ref, size_t off, size_t count) {
   long double num = 0, den = 0;
   for (size_t i = 0; i < count; ++i) {
     num += std::norm(wide_t<T>(x[off + i]) - ref[i]);
@@ -163,25 +167,25 @@ template <class T> lapack_result<T> lapack_lu(const T* a, int n, bool want_inver
 
 // ---- typed wrappers over the C API -----------------------------------------------
 
-#define REF_BIND(T, R, sfx)                                                                              \
-  inline tinyla_status slogdet(int64_t b, int64_t n, const T* a, T* s, R* l) {                           \
-    return tinyla_slogdet_##sfx(b, n, a, s, l);                                                          \
-  }                                                                                                      \
-  inline tinyla_status det(int64_t b, int64_t n, const T* a, T* d) { return tinyla_det_##sfx(b, n, a, d); } \
-  inline tinyla_status inv(int64_t b, int64_t n, const T* a, T* x, int32_t* info) {                      \
-    return tinyla_inv_##sfx(b, n, a, x, info);                                                           \
-  }                                                                                                      \
-  inline tinyla_status solve(int64_t b, int64_t n, int64_t m, const T* a, const T* r, T* x, int32_t* info) { \
-    return tinyla_solve_##sfx(b, n, m, a, r, x, info);                                                   \
-  }                                                                                                      \
-  inline tinyla_status slogdet_inv(int64_t b, int64_t n, const T* a, T* s, R* l, T* x) {                 \
-    return tinyla_slogdet_inv_##sfx(b, n, a, s, l, x);                                                   \
-  }                                                                                                      \
-  inline tinyla_status inv_transposed(int64_t b, int64_t n, const T* a, T* x, int32_t* info) {           \
-    return tinyla_inv_transposed_##sfx(b, n, a, x, info);                                                \
-  }                                                                                                      \
-  inline tinyla_status slogdet_inv_transposed(int64_t b, int64_t n, const T* a, T* s, R* l, T* x) {      \
-    return tinyla_slogdet_inv_transposed_##sfx(b, n, a, s, l, x);                                        \
+#define REF_BIND(T, R, sfx)                                                                                            \
+  inline tinyla_status slogdet(int64_t b, int64_t n, const T* a, T* s, R* l) {                                         \
+    return tinyla_slogdet_##sfx(b, n, a, s, l);                                                                        \
+  }                                                                                                                    \
+  inline tinyla_status det(int64_t b, int64_t n, const T* a, T* d) { return tinyla_det_##sfx(b, n, a, d); }            \
+  inline tinyla_status inv(int64_t b, int64_t n, const T* a, T* x, int32_t* info) {                                    \
+    return tinyla_inv_##sfx(b, n, a, x, info);                                                                         \
+  }                                                                                                                    \
+  inline tinyla_status solve(int64_t b, int64_t n, int64_t m, const T* a, const T* r, T* x, int32_t* info) {           \
+    return tinyla_solve_##sfx(b, n, m, a, r, x, info);                                                                 \
+  }                                                                                                                    \
+  inline tinyla_status slogdet_inv(int64_t b, int64_t n, const T* a, T* s, R* l, T* x) {                               \
+    return tinyla_slogdet_inv_##sfx(b, n, a, s, l, x);                                                                 \
+  }                                                                                                                    \
+  inline tinyla_status inv_transposed(int64_t b, int64_t n, const T* a, T* x, int32_t* info) {                         \
+    return tinyla_inv_transposed_##sfx(b, n, a, x, info);                                                              \
+  }                                                                                                                    \
+  inline tinyla_status slogdet_inv_transposed(int64_t b, int64_t n, const T* a, T* s, R* l, T* x) {                    \
+    return tinyla_slogdet_inv_transposed_##sfx(b, n, a, s, l, x);                                                      \
   }
 REF_BIND(float, float, f32)
 REF_BIND(double, double, f64)
@@ -207,7 +211,9 @@ inline const char* kind_name(kind k) {
 
 // Scale for the scaled cases: entries of magnitude 1e+-300 (double) or
 // 1e+-35 (float), where det itself is far out of range at n = 32.
-template <class T> real_t<T> big_scale() { return std::is_same_v<real_t<T>, double> ? real_t<T>(1e300) : real_t<T>(1e35); }
+template <class T> real_t<T> big_scale() {
+  return std::is_same_v<real_t<T>, double> ? real_t<T>(1e300) : real_t<T>(1e35);
+}
 
 template <class T> T random_entry(std::mt19937_64& g) {
   std::uniform_real_distribution<real_t<T>> u(-1, 1);
@@ -233,7 +239,8 @@ template <class T> std::vector<T> make_batch(kind k, int64_t batch, int n, std::
           for (int j = 0; j < n; ++j) {
             T s = 0;
             for (int i = 0; i < n - 1; ++i) s += m[i * n + j];
-            m[(n - 1) * n + j] = s + (std::is_same_v<real_t<T>, double> ? real_t<T>(1e-10) : real_t<T>(1e-4)) * m[(n - 1) * n + j];
+            m[(n - 1) * n + j] =
+                s + (std::is_same_v<real_t<T>, double> ? real_t<T>(1e-10) : real_t<T>(1e-4)) * m[(n - 1) * n + j];
           }
         break;
       case kind::scaled_huge:

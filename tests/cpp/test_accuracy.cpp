@@ -160,8 +160,8 @@ TYPED_TEST(Accuracy, AllOpsAgainstLongDoubleAndLapack) {
     }
   }
   const double geo_mean_ratio = double(std::exp(log_ratio_sum / ratios));
-  std::printf("%s: geometric mean of tinyla error / LAPACK error over %d cases: %.3f\n", type_name<T>().c_str(),
-              ratios, geo_mean_ratio);
+  std::printf("%s: geometric mean of tinyla error / LAPACK error over %d cases: %.3f\n", type_name<T>().c_str(), ratios,
+              geo_mean_ratio);
   EXPECT_LE(geo_mean_ratio, 1.25);
 }
 

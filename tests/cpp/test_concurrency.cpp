@@ -27,8 +27,8 @@ template <class T> struct results {
 };
 
 template <class T> results<T> compute(const std::vector<T>& a, const std::vector<T>& b, int64_t batch, int n) {
-  results<T> r{std::vector<T>(batch), std::vector<T>(a.size()), std::vector<T>(b.size()),
-               std::vector<real_t<T>>(batch), std::vector<int32_t>(batch)};
+  results<T> r{std::vector<T>(batch), std::vector<T>(a.size()), std::vector<T>(b.size()), std::vector<real_t<T>>(batch),
+               std::vector<int32_t>(batch)};
   EXPECT_EQ(slogdet_inv(batch, n, a.data(), r.sign.data(), r.logabs.data(), r.x.data()), TINYLA_OK);
   EXPECT_EQ(solve(batch, n, 1, a.data(), b.data(), r.sol.data(), r.info.data()), TINYLA_OK);
   return r;

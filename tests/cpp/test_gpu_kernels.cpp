@@ -91,7 +91,8 @@ TYPED_TEST(GpuKernels, PlansRespectLaunchBoundsAndBudgets) {
         EXPECT_GE(p.blocks, 1);
         EXPECT_LE(p.blocks, kern::max_grid_blocks);
         if (p.workspace_bytes > 0)
-          EXPECT_LE(p.workspace_bytes, std::max(kern::max_workspace_bytes, n * n * int64_t(sizeof(E)) * p.block_threads));
+          EXPECT_LE(p.workspace_bytes,
+                    std::max(kern::max_workspace_bytes, n * n * int64_t(sizeof(E)) * p.block_threads));
       }
     }
   }
@@ -165,14 +166,20 @@ TYPED_TEST(GpuKernels, LargeNAsAccurateAsLapack) {
   const auto a = make_batch<T>(kind::random, batch, n, 99);
   std::vector<T> sign(batch), x(a.size());
   std::vector<R> logabs(batch);
-  const tinyla::job jb{.kind = tinyla::op::slogdet_inv, .batch = batch, .n = n, .a = a.data(), .x = x.data(),
-                       .sign = sign.data(), .logabsdet = logabs.data()};
+  const tinyla::job jb{.kind = tinyla::op::slogdet_inv,
+                       .batch = batch,
+                       .n = n,
+                       .a = a.data(),
+                       .x = x.data(),
+                       .sign = sign.data(),
+                       .logabsdet = logabs.data()};
   ASSERT_EQ(emulated_gpu<T>(2)(tinyla::dtype_of<T>, jb), TINYLA_OK);
   for (int64_t b = 0; b < batch; ++b) {
     const auto wide = wide_lu(a.data() + b * n * n, n, true);
     const auto lapack = lapack_lu(a.data() + b * n * n, n, true);
     const long double floor = n * eps<T>();
-    EXPECT_LE(std::abs(logabs[b] - wide.logabs), 32 * std::abs(lapack.logabs - wide.logabs) + floor * std::abs(wide.logabs));
+    EXPECT_LE(std::abs(logabs[b] - wide.logabs),
+              32 * std::abs(lapack.logabs - wide.logabs) + floor * std::abs(wide.logabs));
     EXPECT_LE(std::abs(wide_t<T>(sign[b]) - wide.sign), 32 * std::abs(wide_t<T>(lapack.sign) - wide.sign) + floor);
     EXPECT_LE(rel_err_F(x, wide.inv, b * n * n, n * n), 32 * rel_err_F(lapack.inv, wide.inv, 0, n * n) + floor);
   }

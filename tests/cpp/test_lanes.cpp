@@ -40,13 +40,39 @@ template <class R> struct inputs {
 // from -2 * max_exponent to 2 * max_exponent; then random values.
 template <class R> inputs<R> make_inputs() {
   using lim = std::numeric_limits<R>;
-  const R special[] = {0, -R(0), lim::denorm_min(), -lim::denorm_min(), lim::min(), lim::min() / 3, -lim::min(),
-                       R(1), R(-1), R(0.5), R(1.5), R(-3), lim::epsilon(), 1 + lim::epsilon(), lim::max(),
-                       -lim::max(), lim::max() / 4, lim::infinity(), -lim::infinity(), lim::quiet_NaN(),
-                       std::ldexp(R(1.25), lim::max_exponent - 3), std::ldexp(R(-1.75), lim::min_exponent + 2)};
+  const R special[] = {0,
+                       -R(0),
+                       lim::denorm_min(),
+                       -lim::denorm_min(),
+                       lim::min(),
+                       lim::min() / 3,
+                       -lim::min(),
+                       R(1),
+                       R(-1),
+                       R(0.5),
+                       R(1.5),
+                       R(-3),
+                       lim::epsilon(),
+                       1 + lim::epsilon(),
+                       lim::max(),
+                       -lim::max(),
+                       lim::max() / 4,
+                       lim::infinity(),
+                       -lim::infinity(),
+                       lim::quiet_NaN(),
+                       std::ldexp(R(1.25), lim::max_exponent - 3),
+                       std::ldexp(R(-1.75), lim::min_exponent + 2)};
   const int k = int(std::size(special));
-  const int exps[] = {0, 1, -1, 7, -30, lim::max_exponent, -lim::max_exponent, 2 * lim::max_exponent,
-                      -2 * lim::max_exponent, lim::max_exponent - lim::min_exponent + lim::digits};
+  const int exps[] = {0,
+                      1,
+                      -1,
+                      7,
+                      -30,
+                      lim::max_exponent,
+                      -lim::max_exponent,
+                      2 * lim::max_exponent,
+                      -2 * lim::max_exponent,
+                      lim::max_exponent - lim::min_exponent + lim::digits};
   inputs<R> in;
   for (int i = 0; i < k; ++i)
     for (int j = 0; j < k; ++j) {
@@ -207,8 +233,8 @@ TYPED_TEST(Lanes, ScalarLaneMatchesTheCLibrary) {
     if (moderate && std::abs(q) > std::sqrt(lim::min()) * 4 && std::abs(p) > std::sqrt(lim::min()) * 4) {
       const std::complex<long double> quo = p / q, got_quo(at(output::c_divide_re, i), at(output::c_divide_im, i));
       EXPECT_LE(std::abs(got_quo - quo), 8 * lim::epsilon() * std::abs(quo));
-      const std::complex<long double> rec = 1.0L / p, got_rec(at(output::c_reciprocal_re, i),
-                                                             at(output::c_reciprocal_im, i));
+      const std::complex<long double> rec = 1.0L / p,
+                                      got_rec(at(output::c_reciprocal_re, i), at(output::c_reciprocal_im, i));
       EXPECT_LE(std::abs(got_rec - rec), 8 * lim::epsilon() * std::abs(rec));
       const std::complex<long double> prod = p * q;
       const std::complex<long double> got_prod(at(output::c_multiply_re, i), at(output::c_multiply_im, i));

@@ -39,9 +39,12 @@ TYPED_TEST(Special, SingularMatricesGiveDocumentedValuesAndLapackInfo) {
       for (int64_t b = 0; b < batch; ++b) {
         T* m = a.data() + b * n * n;
         const int c = int(b % n), r0 = int((b + 1) % n);
-        if (variant == 0) for (int i = 0; i < n; ++i) m[i * n + c] = T(0);
-        if (variant == 1) for (int j = 0; j < n; ++j) m[r0 * n + j] = T(0);
-        if (variant == 2) for (int i = 0; i < n * n; ++i) m[i] = T(0);
+        if (variant == 0)
+          for (int i = 0; i < n; ++i) m[i * n + c] = T(0);
+        if (variant == 1)
+          for (int j = 0; j < n; ++j) m[r0 * n + j] = T(0);
+        if (variant == 2)
+          for (int i = 0; i < n * n; ++i) m[i] = T(0);
       }
       std::vector<T> sign(batch), d(batch), x(a.size()), sol(size_t(batch) * n * 2), rhs(sol.size(), T(1));
       std::vector<R> logabs(batch);
@@ -376,11 +379,11 @@ TYPED_TEST(Special, TwoByTwoWithEntriesSpanningTheExponentRange) {
   using R = real_t<T>;
   const R t = 1 / (big_scale<T>() * 8);
   const std::vector<std::vector<T>> cases = {
-      {T(t), T(1 / t), T(2 * t), T(1 / t)},      // det = -1
-      {T(t), T(1 / t), T(2 * t), T(3 * t)},      // det = 3t^2 - 2 ~ -2
-      {T(1 / t), T(1 / t), T(t), T(2 * t)},      // det = 1
-      {T(t), T(1 / t), T(1 / t), T(t)},          // det = t^2 - 1/t^2
-      {T(t), T(t * t), T(2 / t), T(1)},          // det = t - 2t = -t
+      {T(t), T(1 / t), T(2 * t), T(1 / t)},  // det = -1
+      {T(t), T(1 / t), T(2 * t), T(3 * t)},  // det = 3t^2 - 2 ~ -2
+      {T(1 / t), T(1 / t), T(t), T(2 * t)},  // det = 1
+      {T(t), T(1 / t), T(1 / t), T(t)},      // det = t^2 - 1/t^2
+      {T(t), T(t * t), T(2 / t), T(1)},      // det = t - 2t = -t
   };
   for (size_t c = 0; c < cases.size(); ++c) {
     SCOPED_TRACE(type_name<T>() + " case " + std::to_string(c));
@@ -412,7 +415,7 @@ TYPED_TEST(Special, TwoByTwoWithEntriesSpanningTheExponentRange) {
   const int64_t batch = 64;
   auto mixed = make_batch<T>(kind::random, batch, 2, 99);
   for (int64_t b = 0; b < batch; b += 7) std::copy_n(cases[b % cases.size()].data(), 4, mixed.data() + 4 * b);
-  auto rhs = make_batch<T>(kind::random, batch, 2, 98);  // 2 x 2: two right-hand sides
+  auto rhs = make_batch<T>(kind::random, batch, 2, 98);                         // 2 x 2: two right-hand sides
   for (int64_t b = 3; b < batch; b += 5) rhs[4 * b + b % 4] *= big_scale<T>();  // some out of range
   std::vector<T> sign(batch), x(4 * batch), sol(4 * batch);
   std::vector<R> logabs(batch);

@@ -23,14 +23,14 @@ namespace {
 
 using namespace ref;
 
-#define FUZZ_CHECK(cond, ...)                                                                       \
-  do {                                                                                              \
-    if (!(cond)) {                                                                                  \
-      std::fprintf(stderr, "tinyla_fuzz: invariant failed: %s (line %d): ", #cond, __LINE__);       \
-      std::fprintf(stderr, __VA_ARGS__);                                                            \
-      std::fputc('\n', stderr);                                                                     \
-      std::abort();                                                                                 \
-    }                                                                                               \
+#define FUZZ_CHECK(cond, ...)                                                                                          \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      std::fprintf(stderr, "tinyla_fuzz: invariant failed: %s (line %d): ", #cond, __LINE__);                          \
+      std::fprintf(stderr, __VA_ARGS__);                                                                               \
+      std::fputc('\n', stderr);                                                                                        \
+      std::abort();                                                                                                    \
+    }                                                                                                                  \
   } while (0)
 
 struct reader {
@@ -50,9 +50,25 @@ struct reader {
 template <class R> R special(uint8_t i) {
   using lim = std::numeric_limits<R>;
   const R big = big_scale<R>();
-  const R palette[] = {0,          -R(0),      1,          -1,          R(0.5),     2,           3,
-                       lim::denorm_min(), -lim::denorm_min(), lim::min(), -lim::min(), lim::max(), -lim::max(),
-                       lim::infinity(), -lim::infinity(), lim::quiet_NaN(), 1 / big, big, lim::epsilon(),
+  const R palette[] = {0,
+                       -R(0),
+                       1,
+                       -1,
+                       R(0.5),
+                       2,
+                       3,
+                       lim::denorm_min(),
+                       -lim::denorm_min(),
+                       lim::min(),
+                       -lim::min(),
+                       lim::max(),
+                       -lim::max(),
+                       lim::infinity(),
+                       -lim::infinity(),
+                       lim::quiet_NaN(),
+                       1 / big,
+                       big,
+                       lim::epsilon(),
                        R(0.75) * lim::max()};
   return palette[i % (sizeof(palette) / sizeof(R))];
 }
@@ -189,7 +205,8 @@ template <class T> void check_matrix(const T* a, const outputs<T>& o, int64_t b,
   if (info > 0)
     for (size_t i = 0; i < nn; ++i) FUZZ_CHECK(isnan_any(o.inv[b * nn + i]), "singular inverse not NaN");
   // det = sign * exp(logabsdet) wherever that is in range.
-  if (!isnan_any(s) && std::abs(s) != 0 && std::isfinite(l) && std::abs(l) < R(0.9) * std::log(std::numeric_limits<R>::max())) {
+  if (!isnan_any(s) && std::abs(s) != 0 && std::isfinite(l) &&
+      std::abs(l) < R(0.9) * std::log(std::numeric_limits<R>::max())) {
     const T expect = s * std::exp(l);
     FUZZ_CHECK(std::abs(o.det[b] - expect) <= 16 * eps<T>() * (1 + std::abs(l)) * std::abs(expect), "det vs slogdet");
   }
@@ -197,7 +214,8 @@ template <class T> void check_matrix(const T* a, const outputs<T>& o, int64_t b,
   // accurate as LAPACK.
   const R moderate = std::ldexp(R(1), std::numeric_limits<R>::max_exponent / 4);
   if (!finite_in || largest > moderate || n == 0) return;
-  FUZZ_CHECK(!isnan_any(s) && !std::isnan(l), "finite input gave NaN: sign %g logabsdet %g", double(std::abs(s)), double(l));
+  FUZZ_CHECK(!isnan_any(s) && !std::isnan(l), "finite input gave NaN: sign %g logabsdet %g", double(std::abs(s)),
+             double(l));
   const auto lapack = lapack_lu(a, n, true);
   const auto wide = wide_lu(a, n, false);
   // (Debian's OpenBLAS 0.3.21 may turn a subnormal pivot into NaN: no reference then.)
@@ -212,12 +230,13 @@ template <class T> void check_matrix(const T* a, const outputs<T>& o, int64_t b,
       FUZZ_CHECK(ours <= bound, "logabsdet error %Lg, LAPACK's %Lg, cond %Lg", ours, theirs, cond);
     }
     bool finite_x = true;
-    for (size_t i = 0; i < nn; ++i) finite_x &= std::isfinite(std::abs(o.inv[b * nn + i])) && std::isfinite(std::abs(lapack.inv[i]));
+    for (size_t i = 0; i < nn; ++i)
+      finite_x &= std::isfinite(std::abs(o.inv[b * nn + i])) && std::isfinite(std::abs(lapack.inv[i]));
     if (finite_x) {
       const long double r_ours = inverse_residual(a, o.inv.data() + b * nn, n);
       const long double r_theirs = inverse_residual(a, lapack.inv.data(), n);
-      FUZZ_CHECK(r_ours <= std::max<long double>(16 * r_theirs, 4 * (n + 1) * eps<T>()), "inverse residual %Lg, LAPACK's %Lg",
-                 r_ours, r_theirs);
+      FUZZ_CHECK(r_ours <= std::max<long double>(16 * r_theirs, 4 * (n + 1) * eps<T>()),
+                 "inverse residual %Lg, LAPACK's %Lg", r_ours, r_theirs);
     }
   }
 }
@@ -227,7 +246,8 @@ template <class T> void fuzz(reader& in, int n, int64_t batch, int m) {
   const auto a = make_input<T>(in, batch, n, g);
   if (std::getenv("TINYLA_FUZZ_PRINT"))  // to reproduce a failure elsewhere: the matrices, exactly
     for (size_t i = 0; i < a.size(); ++i) {
-      if constexpr (is_complex<T>) std::fprintf(stderr, "(%a, %a)%c", double(a[i].real()), double(a[i].imag()), (i + 1) % n ? ' ' : '\n');
+      if constexpr (is_complex<T>)
+        std::fprintf(stderr, "(%a, %a)%c", double(a[i].real()), double(a[i].imag()), (i + 1) % n ? ' ' : '\n');
       else std::fprintf(stderr, "%a%c", double(a[i]), (i + 1) % n ? ' ' : '\n');
     }
   std::vector<T> rhs(size_t(batch) * n * m);

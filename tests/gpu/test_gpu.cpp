@@ -32,7 +32,7 @@ bool have_device() {
   int count = 0;
   return gpuGetDeviceCount(&count) == gpuSuccess && count > 0;
 }
-#define REQUIRE_DEVICE() \
+#define REQUIRE_DEVICE()                                                                                               \
   if (!have_device()) GTEST_SKIP() << "no " TINYLA_GPU_PLATFORM " device on this machine"
 
 struct device_buffer {
@@ -65,11 +65,10 @@ template <class T> tinyla_status submit(const tinyla::job& d, void* stream) {
     case op::slogdet: return g::c_slogdet<T>(d.batch, d.n, a, sign, logabs, stream);
     case op::det: return g::c_det<T>(d.batch, d.n, a, static_cast<T*>(d.det), stream);
     case op::inv: return (d.transpose_x ? g::c_inv_transposed<T> : g::c_inv<T>)(d.batch, d.n, a, x, d.info, stream);
-    case op::solve:
-      return g::c_solve<T>(d.batch, d.n, d.nrhs, a, static_cast<const T*>(d.b), x, d.info, stream);
+    case op::solve: return g::c_solve<T>(d.batch, d.n, d.nrhs, a, static_cast<const T*>(d.b), x, d.info, stream);
     case op::slogdet_inv:
       return (d.transpose_x ? g::c_slogdet_inv_transposed<T> : g::c_slogdet_inv<T>)(d.batch, d.n, a, sign, logabs, x,
-                                                                                   stream);
+                                                                                    stream);
   }
   return TINYLA_INVALID_ARGUMENT;
 }
@@ -148,9 +147,18 @@ template <class T> void every_op_on_the_stand_in(int64_t n, void* stream, std::s
   for (op kind : {op::slogdet, op::det, op::inv, op::solve, op::slogdet_inv})
     for (bool transposed : {false, true}) {
       if (transposed && kind != op::inv && kind != op::slogdet_inv) continue;
-      tinyla::job jb{.kind = kind, .batch = batch, .n = n, .nrhs = kind == op::solve ? nrhs : 0, .a = a.data(),
-                     .b = b.data(), .x = x.data(), .sign = s.data(), .logabsdet = logabs.data(), .det = s.data(),
-                     .info = info.data(), .transpose_x = transposed};
+      tinyla::job jb{.kind = kind,
+                     .batch = batch,
+                     .n = n,
+                     .nrhs = kind == op::solve ? nrhs : 0,
+                     .a = a.data(),
+                     .b = b.data(),
+                     .x = x.data(),
+                     .sign = s.data(),
+                     .logabsdet = logabs.data(),
+                     .det = s.data(),
+                     .info = info.data(),
+                     .transpose_x = transposed};
       if (kind == op::det) jb.sign = jb.logabsdet = nullptr, jb.info = nullptr;
       if (kind != op::det) jb.det = nullptr;
       const auto plan = kern::plan_launch<kern_element<T>>(jb);
@@ -194,8 +202,7 @@ TEST(StandIn, LaunchesOnTheCallersStream) {
   void* stream = nullptr;
   if (std::string(tinyla_gpu_platform()) == "cuda")
     ASSERT_EQ(reinterpret_cast<int (*)(void**, unsigned)>(dlsym(lib, "cuStreamCreate"))(&stream, 1), 0);
-  else
-    ASSERT_EQ(reinterpret_cast<int (*)(void**, unsigned)>(dlsym(lib, "hipStreamCreateWithFlags"))(&stream, 1), 0);
+  else ASSERT_EQ(reinterpret_cast<int (*)(void**, unsigned)>(dlsym(lib, "hipStreamCreateWithFlags"))(&stream, 1), 0);
   std::set<int> kernels;
   every_op_on_the_stand_in<double>(5, stream, kernels);
   every_op_on_the_stand_in<std::complex<float>>(40, stream, kernels);
@@ -265,8 +272,13 @@ TYPED_TEST(Device, LargeNAsAccurateAsLapack) {
     const auto a = make_batch<T>(kind::random, batch, n, 5 * n);
     std::vector<T> sign(batch), x(a.size());
     std::vector<R> logabs(batch);
-    const tinyla::job jb{.kind = op::slogdet_inv, .batch = batch, .n = n, .a = a.data(), .x = x.data(),
-                         .sign = sign.data(), .logabsdet = logabs.data()};
+    const tinyla::job jb{.kind = op::slogdet_inv,
+                         .batch = batch,
+                         .n = n,
+                         .a = a.data(),
+                         .x = x.data(),
+                         .sign = sign.data(),
+                         .logabsdet = logabs.data()};
     ASSERT_EQ(on_gpu<T>(nullptr)(tinyla::dtype_of<T>, jb), TINYLA_OK) << tinyla_gpu_last_error();
     for (int64_t b = 0; b < batch; ++b) {
       const auto wide = wide_lu(a.data() + b * n * n, n, true);
@@ -296,7 +308,7 @@ TEST(Device, InPlaceOnAStream) {
     auto* px = static_cast<double*>(dx.p);
     tinyla::gpu::inv<double>(batch, n, pa, px, nullptr, stream.s);
     tinyla::gpu::solve<double>(batch, n, n, pa, pb, pb, nullptr, stream.s);  // b <- A^-1 b
-    tinyla::gpu::inv<double>(batch, n, pa, pa, nullptr, stream.s);          // a <- A^-1
+    tinyla::gpu::inv<double>(batch, n, pa, pa, nullptr, stream.s);           // a <- A^-1
     ASSERT_EQ(gpuStreamSynchronize(stream.s), gpuSuccess);
     std::vector<double> inv_out(a.size()), inv_in_place(a.size()), sol(a.size()), want(a.size());
     to_host(inv_out.data(), px, bytes);

@@ -28,12 +28,20 @@
 namespace {
 
 // Error codes: the CUDA driver's, which HIP's equal for these.
-enum : int { ok = 0, invalid_value = 1, no_device = 100, invalid_device = 101, invalid_image = 200,
-             invalid_handle = 400, not_found = 500 };
+enum : int {
+  ok = 0,
+  invalid_value = 1,
+  no_device = 100,
+  invalid_device = 101,
+  invalid_image = 200,
+  invalid_handle = 400,
+  not_found = 500
+};
 
 struct counts {
-  std::atomic<long> init{0}, hip_init{0}, stream_create{0}, stream_destroy{0}, stream_sync{0}, module_load{0}, module_unload{0},
-      get_function{0}, launch{0}, event_create{0}, ctx_retain{0}, ctx_set{0}, alloc_async{0}, free_async{0};
+  std::atomic<long> init{0}, hip_init{0}, stream_create{0}, stream_destroy{0}, stream_sync{0}, module_load{0},
+      module_unload{0}, get_function{0}, launch{0}, event_create{0}, ctx_retain{0}, ctx_set{0}, alloc_async{0},
+      free_async{0};
 } n;
 
 constexpr int devices = 2;
@@ -57,14 +65,14 @@ struct function_object {
 
 std::string report_line() {
   char text[512];
-  std::snprintf(text, sizeof text,
-                "init=%ld hip_init=%ld stream_create=%ld stream_destroy=%ld stream_sync=%ld module_load=%ld module_unload=%ld "
-                "get_function=%ld launch=%ld event_create=%ld ctx_retain=%ld ctx_set=%ld alloc_async=%ld "
-                "free_async=%ld",
-                n.init.load(), n.hip_init.load(), n.stream_create.load(), n.stream_destroy.load(), n.stream_sync.load(),
-                n.module_load.load(), n.module_unload.load(), n.get_function.load(), n.launch.load(),
-                n.event_create.load(), n.ctx_retain.load(), n.ctx_set.load(), n.alloc_async.load(),
-                n.free_async.load());
+  std::snprintf(
+      text, sizeof text,
+      "init=%ld hip_init=%ld stream_create=%ld stream_destroy=%ld stream_sync=%ld module_load=%ld module_unload=%ld "
+      "get_function=%ld launch=%ld event_create=%ld ctx_retain=%ld ctx_set=%ld alloc_async=%ld "
+      "free_async=%ld",
+      n.init.load(), n.hip_init.load(), n.stream_create.load(), n.stream_destroy.load(), n.stream_sync.load(),
+      n.module_load.load(), n.module_unload.load(), n.get_function.load(), n.launch.load(), n.event_create.load(),
+      n.ctx_retain.load(), n.ctx_set.load(), n.alloc_async.load(), n.free_async.load());
   return text;
 }
 
@@ -103,7 +111,9 @@ int init() {
   ++n.init;
   return std::getenv("TINYLA_FAKE_NO_DEVICE") ? no_device : ok;
 }
-int stream_create(void** s) { return current ? (++n.stream_create, *s = new stream_object{current}, ok) : invalid_value; }
+int stream_create(void** s) {
+  return current ? (++n.stream_create, *s = new stream_object{current}, ok) : invalid_value;
+}
 int stream_destroy(void* s) { return ++n.stream_destroy, delete static_cast<stream_object*>(s), ok; }
 int stream_sync(void*) { return ++n.stream_sync, ok; }
 int event_create(void** e) { return ++n.event_create, *e = new char[16], ok; }

@@ -16,7 +16,6 @@
 #include "mgpu/mgpu.h"
 #include "stand_in.hpp"
 
-
 namespace {
 
 std::map<std::string, long> stats() { return stand_in::parse(tinyla_mgpu_stats()); }
@@ -86,11 +85,11 @@ TEST(Runtime, ModulesAndFunctionsAreCachedByContent) {
 TEST(Runtime, ErrorsAreReportedAndDoNotCrash) {
   const auto before = stats();
   char bad[] = "bad module";
-  EXPECT_EQ(mgpuModuleLoad(bad, sizeof bad), nullptr);                      // invalid image
-  EXPECT_EQ(mgpuModuleLoad(nullptr, 0), nullptr);                           // no image
-  EXPECT_EQ(mgpuModuleGetFunction(nullptr, "k"), nullptr);                  // after a failed load
+  EXPECT_EQ(mgpuModuleLoad(bad, sizeof bad), nullptr);      // invalid image
+  EXPECT_EQ(mgpuModuleLoad(nullptr, 0), nullptr);           // no image
+  EXPECT_EQ(mgpuModuleGetFunction(nullptr, "k"), nullptr);  // after a failed load
   void* m = mgpuModuleLoadJIT(const_cast<char*>(ptx), 2);
-  EXPECT_EQ(mgpuModuleGetFunction(m, ""), nullptr);                         // unknown kernel
+  EXPECT_EQ(mgpuModuleGetFunction(m, ""), nullptr);                              // unknown kernel
   mgpuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr, 0);  // launch of nothing
   const auto after = stats();
   EXPECT_EQ(after.at("errors") - before.at("errors"), 4);  // null module lookups are not the driver's business
@@ -205,8 +204,8 @@ TEST(MlirProgram, RocmLoweringThroughHip) {
 TEST(MlirProgram, NoDriverOrNoDeviceIsAClearErrorNotACrash) {
   std::string output;
   run_with_stand_in(TINYLA_MLIR_EXAMPLE, "TINYLA_GPU_DRIVER=/nonexistent/libcuda.so.1", &output);
-  EXPECT_NE(output.find("tinyla runtime: no GPU driver could be loaded (/nonexistent/libcuda.so.1:"),
-            std::string::npos) << output;
+  EXPECT_NE(output.find("tinyla runtime: no GPU driver could be loaded (/nonexistent/libcuda.so.1:"), std::string::npos)
+      << output;
   const std::string driver = std::string("TINYLA_GPU_DRIVER=") + TINYLA_STAND_IN_DRIVER;
   run_with_stand_in(TINYLA_MLIR_EXAMPLE, driver + " TINYLA_FAKE_NO_DEVICE=1", &output);
   EXPECT_NE(output.find("initialization failed (no CUDA-capable device is detected"), std::string::npos) << output;
