@@ -29,10 +29,8 @@ using runtime::handle;
 constexpr runtime::platform this_platform =
     std::string_view(TINYLA_GPU_PLATFORM_NAME) == "rocm" ? runtime::platform::rocm : runtime::platform::cuda;
 
-thread_local std::string last_error;
-
-tinyla_status fail(tinyla_status s, std::string why) {
-  last_error = std::move(why);
+tinyla_status fail(tinyla_status s, const std::string& why) {
+  runtime::runtime::set_last_error(why);  // the runtime's channel: tinyla_gpu_last_error() reads it
   return s;
 }
 
@@ -83,12 +81,12 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
   runtime::runtime* rt = runtime::runtime::get(this_platform, &why);
   if (!rt) return fail(TINYLA_BACKEND_ERROR, "no " TINYLA_GPU_PLATFORM_NAME " driver could be loaded (" + why + ")");
   const handle context = rt->use_stream_context(stream);
-  if (!context) return fail(TINYLA_BACKEND_ERROR, rt->last_error());
+  if (!context) return TINYLA_BACKEND_ERROR;  // why: recorded by the runtime
   context_kernels* k = kernels_in(*rt, context);
-  if (!k) return fail(TINYLA_BACKEND_ERROR, rt->last_error());
+  if (!k) return TINYLA_BACKEND_ERROR;  // why: recorded by the runtime
   handle fn = nullptr;
   dispatch_kernel<E>(jb, plan, [&]<family F, int N>() { fn = kernel(*rt, *k, t, F, N); });
-  if (!fn) return fail(TINYLA_BACKEND_ERROR, rt->last_error());
+  if (!fn) return TINYLA_BACKEND_ERROR;  // why: recorded by the runtime
 
   const runtime::driver& drv = rt->drv();
   void* workspace = nullptr;
@@ -97,7 +95,7 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
       return fail(TINYLA_UNSUPPORTED, "n = " + std::to_string(jb.n) + " needs a workspace, and this " + drv.platform +
                                           " driver has no stream-ordered allocation");
     if (!rt->check(drv.mem_alloc_async(&workspace, std::size_t(plan.workspace_bytes), stream), "workspace allocation"))
-      return fail(TINYLA_OUT_OF_MEMORY, rt->last_error());
+      return TINYLA_OUT_OF_MEMORY;  // why: recorded by the runtime
   }
   job args = jb;
   int team_size = plan.team_size;
@@ -105,7 +103,7 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
   const unsigned grid[3] = {unsigned(plan.blocks), 1, 1}, block[3] = {unsigned(plan.block_threads), 1, 1};
   const bool launched = rt->launch(fn, grid, block, unsigned(plan.shared_bytes), stream, params, nullptr);
   if (workspace) (void)drv.mem_free_async(workspace, stream);  // stream-ordered: after the kernel
-  return launched ? TINYLA_OK : fail(TINYLA_BACKEND_ERROR, rt->last_error());
+  return launched ? TINYLA_OK : TINYLA_BACKEND_ERROR;  // why: recorded by the runtime
 }
 
 tinyla_status submit(dtype t, const job& jb, void* stream) {
@@ -127,7 +125,7 @@ TINYLA_DEFINE_OPS(tinyla_gpu_, f64, dtype::f64, double, double, submit, (, void*
 TINYLA_DEFINE_OPS(tinyla_gpu_, c64, dtype::c64, void, float, submit, (, void* stream), (, stream))
 TINYLA_DEFINE_OPS(tinyla_gpu_, c128, dtype::c128, void, double, submit, (, void* stream), (, stream))
 
-const char* tinyla_gpu_last_error(void) { return tinyla::TINYLA_KERNEL_NS::last_error.c_str(); }
+const char* tinyla_gpu_last_error(void) { return tinyla::runtime::runtime::last_error(); }
 const char* tinyla_gpu_platform(void) { return TINYLA_GPU_PLATFORM_NAME; }
 
 }  // extern "C"

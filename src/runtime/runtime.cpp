@@ -61,7 +61,7 @@ std::size_t image_size(const void* image) {
 thread_local int bound_epoch = -1;
 // Trivially destructible: global destructors (module unloads at exit) may
 // still record a failure after this thread's thread_local objects are gone.
-thread_local char latest_error[512];
+thread_local char latest_error[1024];
 
 }  // namespace
 
@@ -78,13 +78,16 @@ runtime* runtime::get(platform p, std::string* why) {
 }
 
 const char* runtime::last_error() { return latest_error; }
+void runtime::set_last_error(const std::string& message) {
+  std::snprintf(latest_error, sizeof latest_error, "%s", message.c_str());
+}
 
 runtime::runtime(const driver& d)
     : drv_(d), pooling_(!(std::getenv("TINYLA_MGPU_POOL") && std::string(std::getenv("TINYLA_MGPU_POOL")) == "0")) {}
 
 bool runtime::fail(const std::string& message) {
   ++stats_.errors;
-  std::snprintf(latest_error, sizeof latest_error, "%s", message.c_str());
+  set_last_error(message);
   if (print_errors_) std::fprintf(stderr, "tinyla runtime: %s\n", message.c_str());
   return false;
 }

@@ -51,8 +51,10 @@ class runtime {
  public:
   // The process's runtime for `p`; nullptr when no driver loads (`why` says why).
   static runtime* get(platform p, std::string* why = nullptr);
-  // This thread's latest failure ("" if none yet).
+  // This thread's latest failure ("" if none yet): the one error channel of the
+  // runtime and of its users (the GPU backends record theirs with set_last_error).
   static const char* last_error();
+  static void set_last_error(const std::string& message);
 
   const driver& drv() const { return drv_; }
   counters& stats() { return stats_; }
