@@ -35,6 +35,9 @@ tinyla_status fail(tinyla_status s, const std::string& why) {
 }
 
 // The image's module in one context, and its kernels, looked up on first use.
+// `functions` is not a second cache: it indexes the handles the runtime's
+// function cache returned (kernel_index, lock-free), so that a launch costs an
+// atomic load instead of the cache's mutex and string-keyed look-up.
 struct context_kernels {
   handle context;
   handle module;
@@ -103,7 +106,7 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
   const unsigned grid[3] = {unsigned(plan.blocks), 1, 1}, block[3] = {unsigned(plan.block_threads), 1, 1};
   const bool launched = rt->launch(fn, grid, block, unsigned(plan.shared_bytes), stream, params, nullptr);
   if (workspace) (void)drv.mem_free_async(workspace, stream);  // stream-ordered: after the kernel
-  return launched ? TINYLA_OK : TINYLA_BACKEND_ERROR;  // why: recorded by the runtime
+  return launched ? TINYLA_OK : TINYLA_BACKEND_ERROR;          // why: recorded by the runtime
 }
 
 tinyla_status submit(dtype t, const job& jb, void* stream) {

@@ -21,6 +21,10 @@
 // TINYLA_MGPU_POOL=0 turns the stream/event pools and the function cache off
 // (for comparisons: what MLIR's own runtime wrappers do).
 //
+// What the runtime is: the holder of these pools and caches and of the driver
+// table. It does not wrap the rest of the driver: its users call drv() for
+// memory, copies and synchronization, and check() the codes they get.
+//
 // A failed driver call makes the method return null/false; last_error() says
 // why (this thread's latest failure), and with print_errors it also goes to
 // stderr (the mgpu ABI has no other way to say it).
