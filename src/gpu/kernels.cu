@@ -45,11 +45,12 @@ using tinyla::job;
   }
 
 static_assert(max_per_thread_n == 8, "TINYLA_FOR_EACH_N lists n = 0..max_per_thread_n");
-#define TINYLA_FOR_EACH_N(M, ...)                                                                                      \
-  M(0, __VA_ARGS__)                                                                                                    \
-  M(1, __VA_ARGS__)                                                                                                    \
-  M(2, __VA_ARGS__) M(3, __VA_ARGS__) M(4, __VA_ARGS__) M(5, __VA_ARGS__) M(6, __VA_ARGS__) M(7, __VA_ARGS__)          \
-      M(8, __VA_ARGS__)
+// Not formatted: clang-format does not settle on one layout for this list.
+// clang-format off
+#define TINYLA_FOR_EACH_N(M, ...) \
+  M(0, __VA_ARGS__) M(1, __VA_ARGS__) M(2, __VA_ARGS__) M(3, __VA_ARGS__) M(4, __VA_ARGS__) \
+  M(5, __VA_ARGS__) M(6, __VA_ARGS__) M(7, __VA_ARGS__) M(8, __VA_ARGS__)
+// clang-format on
 #define TINYLA_FAMILY_KERNELS(F, E, DT)                                                                                \
   TINYLA_FOR_EACH_N(TINYLA_PER_THREAD_KERNEL, F, E, DT) TINYLA_TEAM_KERNEL(F, E, DT)
 #define TINYLA_TYPE_KERNELS(E, DT)                                                                                     \
