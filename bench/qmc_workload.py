@@ -27,6 +27,7 @@ ansatz step (local energies and the VMC gradient) with the determinant's share o
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -193,6 +194,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="1,2,3,4,8,16")
     ap.add_argument("--png", default="qmc_workload.png")
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--json", help="also write the table's rows here (scripts/gpu-report --measured reads them)")
     ap.add_argument("--skip-folx", action="store_true", help="leave out the folx Laplacian table")
     ap.add_argument("--skip-ansatz", action="store_true", help="leave out the ansatz step table (bench/ansatz.py)")
     args = ap.parse_args()
@@ -234,6 +236,10 @@ def main() -> int:
                  f"**{r['jnp'] / r['tinyla']:.1f}x**", f"{closed / r['tinyla']:.2f}x" if closed else "-",
                  f"{r['floor'] * 1e3:.2f}", f"{r['gbps']:.0f}", f"{r['diff']:.1e}"]
         print("| " + " | ".join(cells) + " |")
+    if args.json:
+        device = jax.devices()[0]
+        with open(args.json, "w") as f:
+            json.dump({"device": f"{device.platform} ({device.device_kind})", "rows": rows}, f, indent=1)
     if not args.skip_folx:
         folx_table(args.quick, repeats)
     if args.png:

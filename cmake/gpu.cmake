@@ -122,3 +122,11 @@ foreach(lib IN LISTS tinyla_gpu_libraries)
   target_link_libraries(${lib} PUBLIC tinyla)
   target_compile_features(${lib} PUBLIC cxx_std_20)
 endforeach()
+
+# The launch plans of the QMC workload's ops (host code), for scripts/gpu-report.
+if(tinyla_gpu_libraries)
+  add_executable(tinyla_gpu_plans bench/gpu_plans.cpp)
+  target_include_directories(tinyla_gpu_plans PRIVATE src include)
+  target_compile_definitions(tinyla_gpu_plans PRIVATE ${tinyla_gpu_defs})
+  target_compile_features(tinyla_gpu_plans PRIVATE cxx_std_20)
+endif()

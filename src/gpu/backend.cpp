@@ -6,7 +6,6 @@
 // TINYLA_GPU_PLATFORM_NAME ("cuda" or "rocm") picks the driver, which is
 // loaded on the first launch, so no vendor library is linked.
 #include <atomic>
-#include <cstdio>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -63,10 +62,7 @@ context_kernels* kernels_in(runtime::runtime& rt, handle context) {
 handle kernel(runtime::runtime& rt, context_kernels& k, dtype t, family f, int n) {
   std::atomic<handle>& slot = k.functions[kernel_index(t, f, n)];
   if (handle fn = slot.load(std::memory_order_acquire)) return fn;
-  char name[64];
-  if (n < 0) std::snprintf(name, sizeof name, "tinyla_%s_%s_team", family_names[int(f)], dtype_name(t));
-  else std::snprintf(name, sizeof name, "tinyla_%s_%s_%d", family_names[int(f)], dtype_name(t), n);
-  const handle fn = rt.function(k.module, name);
+  const handle fn = rt.function(k.module, kernel_name(t, f, n).text);
   if (fn) slot.store(fn, std::memory_order_release);
   return fn;
 }

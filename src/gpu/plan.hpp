@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <utility>
 
 #include "job.hpp"
@@ -139,6 +140,15 @@ inline constexpr int kernel_variants = max_per_thread_n + 2;  // n = 0..max_per_
 inline constexpr int kernel_count = dtype_count * 3 * kernel_variants;
 constexpr int kernel_index(dtype t, family f, int n /* < 0: team */) {
   return (int(t) * 3 + int(f)) * kernel_variants + (n < 0 ? kernel_variants - 1 : n);
+}
+struct kernel_name_buffer {
+  char text[64];
+};
+inline kernel_name_buffer kernel_name(dtype t, family f, int n /* < 0: team */) {
+  kernel_name_buffer name;
+  if (n < 0) std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_team", family_names[int(f)], dtype_name(t));
+  else std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_%d", family_names[int(f)], dtype_name(t), n);
+  return name;
 }
 
 // Calls visit.template operator()<F, N>() for the job's kernel: its family,

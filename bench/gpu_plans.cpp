@@ -1,0 +1,50 @@
+// Prints the GPU launch plans (src/gpu/plan.hpp) of the QMC workload's ops,
+// one tab-separated line per op, dtype and n, for scripts/gpu-report: which
+// kernel runs, with how many threads per block and how much dynamic shared
+// memory. Host code only: the plan is the one the GPU backend launches with.
+//   tinyla_gpu_plans [batch] [max n]      (defaults: 4096 * 64, 32)
+#include <cstdio>
+#include <cstdlib>
+
+#include "gpu/plan.hpp"
+
+using namespace tinyla;
+using namespace tinyla::TINYLA_KERNEL_NS;
+
+namespace {
+
+struct workload_op {
+  const char* name;
+  op kind;
+  bool transpose_x;
+  bool one_rhs;  // solve: one right-hand side (else none)
+};
+// slogdet: the forward pass; slogdet_inv (A^-T): its gradient; inv; solve with one right-hand side.
+constexpr workload_op ops[] = {{"slogdet", op::slogdet, false, false},
+                               {"slogdet_inv", op::slogdet_inv, true, false},
+                               {"inv", op::inv, false, false},
+                               {"solve", op::solve, false, true}};
+
+template <class E> void print_plans(dtype t, long long batch, int max_n) {
+  for (const workload_op& o : ops)
+    for (int n = 1; n <= max_n; ++n) {
+      const job jb{.kind = o.kind, .batch = batch, .n = n, .nrhs = o.one_rhs ? 1 : 0, .transpose_x = o.transpose_x};
+      const launch_plan p = plan_launch<E>(jb);
+      dispatch_kernel<E>(jb, p, [&]<family F, int N>() {
+        std::printf("%s\t%s\t%d\t%s\t%d\t%d\t%lld\t%lld\t%lld\n", o.name, dtype_name(t), n, kernel_name(t, F, N).text,
+                    p.block_threads, p.team_size, (long long)p.blocks, (long long)p.shared_bytes,
+                    (long long)p.workspace_bytes);
+      });
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long long batch = argc > 1 ? std::atoll(argv[1]) : 4096LL * 64;
+  const int max_n = argc > 2 ? std::atoi(argv[2]) : 32;
+  std::printf("op\tdtype\tn\tkernel\tblock_threads\tteam_size\tblocks\tshared_bytes\tworkspace_bytes\n");
+  for (int d = 0; d < dtype_count; ++d)
+    with_dtype(dtype(d),
+               [&](auto info) { print_plans<kernel_element<typename decltype(info)::type>>(dtype(d), batch, max_n); });
+}

@@ -1,0 +1,423 @@
+"""What the compilers say of tinyla's GPU kernels, and what that predicts for the QMC workload.
+
+Reads the device images the library is built with (the CUDA fatbin and the HIP offload bundle
+of a CMake build folder) and the launch plans (tinyla_gpu_plans, built from src/gpu/plan.hpp):
+- per kernel, for sm_90 (H100) and gfx942 (MI300X): registers, local memory / scratch and spill
+  instructions, and global loads in flight per thread where the kernel brings its matrices in
+  (its first loads in program order): the loads issued before the first instruction that needs
+  one of them (SASS: the first use of a loaded register; AMD ISA: the first s_waitcnt vmcnt that
+  retires one);
+- per op and n of the (4096, 64, n, n) float64 workload: the planned block (threads, dynamic
+  shared memory), the theoretical occupancy and which limit binds, and a prediction: the
+  longest of (bytes moved) / (HBM bandwidth), (flops) / (FP64 peak), (bytes read) / (the
+  bandwidth the loads in flight can draw by Little's law: resident threads x loads in flight x
+  bytes per load / memory latency, per SM or CU), and for the team kernel (shared-memory
+  operands of its LU's dot products) / (shared-memory bandwidth) and (its solves' accesses to
+  global memory, counted by sector) / (L1 bandwidth, taken as shared memory's).
+The prediction is an optimistic bound from static facts, not a timing: scripts/gpu-check prints
+measured times beside it on a GPU (--measured).
+
+  python3 bench/gpu_report.py --build build [--tools DIR] [--markdown] [--json OUT] [--measured IN]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    arch: str
+    units: int  # SMs / CUs
+    unit_name: str
+    hbm_bytes_per_s: float
+    fp64_flops_per_s: float  # vector FP64 (no tensor/matrix cores: the kernels use none)
+    latency_s: float  # loaded HBM latency assumed for Little's law (a parameter, not a datum)
+    shared_bytes_per_s: float  # shared memory / LDS: 128 bytes per clock per SM / CU at the boost clock
+    warp: int
+    max_warps: int  # per SM / CU
+    max_blocks: int  # per SM / CU
+    shared_bytes: int  # per SM / CU
+
+
+# Public figures: NVIDIA H100 SXM5 (132 SMs, 3.35 TB/s, 34 TFLOP/s FP64; 1.98 GHz boost), AMD Instinct MI300X
+# (304 CUs, 5.3 TB/s, 81.7 TFLOP/s FP64 vector; 2.1 GHz), H200 (H100's SMs, 4.8 TB/s, for
+# measurements taken on one); per-SM limits from the CUDA occupancy rules
+# for compute capability 9.0, per-CU limits of CDNA3 (4 SIMDs x 8 waves, 64 KiB LDS).
+H100 = Gpu("H100 SXM", "sm_90", 132, "SM", 3.35e12, 34e12, 600e-9, 132 * 128 * 1.98e9, 32, 64, 32, 228 * 1024)
+H200 = Gpu("H200", "sm_90", 132, "SM", 4.8e12, 34e12, 600e-9, 132 * 128 * 1.98e9, 32, 64, 32, 228 * 1024)
+MI300X = Gpu("MI300X", "gfx942", 304, "CU", 5.3e12, 81.7e12, 800e-9, 304 * 128 * 2.1e9, 64, 32, 16, 64 * 1024)
+
+
+@dataclass
+class Kernel:
+    name: str
+    regs: int = 0  # sm_90: registers; gfx942: VGPRs (arch + acc, as allocated)
+    sgprs: int = 0
+    agprs: int = 0
+    local_bytes: int = 0  # sm_90: stack frame; gfx942: private segment (scratch)
+    spill_ops: int = 0  # sm_90: STL/LDL instructions; gfx942: VGPR + SGPR spills
+    static_shared: int = 0
+    loads: int = 0  # global load instructions
+    in_flight: int = 0  # global loads in flight where the matrices come in (the first loads)
+    load_bytes: int = 0  # the widest of those loads
+
+
+# ---- sm_90: cuobjdump ------------------------------------------------------------------
+
+def run(cmd: list[str]) -> str:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+
+def cuda_kernels(fatbin: str, cuobjdump: str) -> dict[str, Kernel]:
+    kernels: dict[str, Kernel] = {}
+    fn = None
+    for line in run([cuobjdump, "--dump-resource-usage", "-arch", "sm_90", fatbin]).splitlines():
+        m = re.match(r"\s*Function (\S+):", line)
+        if m:
+            fn = kernels.setdefault(m.group(1), Kernel(m.group(1)))
+            continue
+        if fn and "REG:" in line:
+            fields = dict(re.findall(r"(\w+(?:\[\d+\])?):(\d+)", line))
+            fn.regs, fn.local_bytes = int(fields["REG"]), int(fields["STACK"]) + int(fields["LOCAL"])
+            fn.static_shared = int(fields["SHARED"])
+    sass = run([cuobjdump, "-sass", "-arch", "sm_90", fatbin])
+    for name, body in re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S):
+        if name in kernels:
+            sass_loads(kernels[name], body)
+    return kernels
+
+
+_SASS_REG = re.compile(r"(?<![\w.])R(\d+)")
+
+
+def sass_loads(k: Kernel, body: str) -> None:
+    pending: set[int] = set()
+    count = 0
+    for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(.*?);", body):
+        text = re.sub(r"^@!?U?P\w+\s+", "", m.group(1).strip())
+        opcode, _, operands = text.partition(" ")
+        regs = {int(r) for r in _SASS_REG.findall(operands)}
+        if opcode.startswith(("STL", "LDL")):
+            k.spill_ops += 1
+        if pending and regs & pending and not k.in_flight:  # first use of a register the first loads fill
+            k.in_flight = count
+        if opcode.startswith("LDG"):
+            width = next((int(w) // 8 for w in re.findall(r"\.(64|128)\b", opcode)), 4)
+            first = int(_SASS_REG.match(operands.strip()).group(1))
+            pending.update(range(first, first + max(1, width // 4)))
+            count += 1
+            k.loads += 1
+            k.load_bytes = k.load_bytes if k.in_flight else max(k.load_bytes, width)
+    k.in_flight = k.in_flight or count
+
+
+# ---- gfx942: the offload bundle's code object -------------------------------------------
+
+def hip_kernels(bundle: str, arch: str, llvm_bin: str) -> dict[str, Kernel]:
+    with tempfile.TemporaryDirectory() as tmp:
+        co = os.path.join(tmp, f"{arch}.co")
+        run([os.path.join(llvm_bin, "clang-offload-bundler"), "--unbundle", "--type=o",
+             f"--targets=hipv4-amdgcn-amd-amdhsa--{arch}", f"--input={bundle}", f"--output={co}"])
+        notes = run([os.path.join(llvm_bin, "llvm-readelf"), "--notes", co])
+        isa = run([os.path.join(llvm_bin, "llvm-objdump"), "-d", f"--mcpu={arch}", co])
+    kernels: dict[str, Kernel] = {}
+    for entry in re.split(r"\n  - ", notes.split("amdhsa.kernels:", 1)[1]):
+        fields = dict(re.findall(r"^\s*\.(\w+):\s+(\S+)$", entry, re.M))
+        if "name" not in fields:
+            continue
+        arch_vgprs, agprs = int(fields["vgpr_count"]), int(fields.get("agpr_count", 0))
+        k = Kernel(fields["name"], regs=(arch_vgprs + 3) // 4 * 4 + agprs, sgprs=int(fields["sgpr_count"]),
+                   agprs=agprs, local_bytes=int(fields["private_segment_fixed_size"]),
+                   spill_ops=int(fields.get("vgpr_spill_count", 0)) + int(fields.get("sgpr_spill_count", 0)),
+                   static_shared=int(fields["group_segment_fixed_size"]))
+        kernels[k.name] = k
+    for name, body in re.findall(r"^[0-9a-f]+ <(\w+)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", isa, re.M | re.S):
+        if name in kernels:
+            isa_loads(kernels[name], body)
+    return kernels
+
+
+_AMD_WIDTH = {"dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16}
+
+
+def isa_loads(k: Kernel, body: str) -> None:
+    queue: list[bool] = []  # outstanding vector-memory operations in issue order (True: a load)
+    for line in body.splitlines():
+        mnemonic = line.split("//")[0].split()
+        if not mnemonic:
+            continue
+        op = mnemonic[0]
+        if re.match(r"(global|buffer|flat)_load_", op):
+            queue.append(True)
+            k.loads += 1
+            if not k.in_flight:
+                k.load_bytes = max(k.load_bytes, _AMD_WIDTH.get(op.rsplit("_", 1)[1], 4))
+        elif re.match(r"(global|buffer|flat|scratch)_(store|atomic)", op):
+            queue.append(False)  # gfx9 counts stores in vmcnt too
+        elif op == "s_waitcnt" and not k.in_flight:
+            m = re.search(r"vmcnt\((\d+)\)", line)
+            if m and any(queue[: max(len(queue) - int(m.group(1)), 0)]):  # the first wait that retires a load
+                k.in_flight = sum(queue)
+            if m:
+                del queue[: max(len(queue) - int(m.group(1)), 0)]
+    k.in_flight = k.in_flight or sum(queue)
+
+
+# ---- occupancy --------------------------------------------------------------------------
+
+def occupancy_sm90(k: Kernel, threads: int, shared: int) -> tuple[int, str]:
+    """Resident warps per SM (of 64) and the binding limit, by the CUDA occupancy rules for
+    compute capability 9.0: registers allocated per warp in units of 256, 64 Ki per SM; shared
+    memory in units of 128 bytes, 228 KiB per SM, 1 KiB reserved per block; 32 blocks."""
+    g = H100  # H200: the same SM
+    warps = math.ceil(threads / g.warp)
+    regs_per_warp = math.ceil(max(k.regs, 1) * g.warp / 256) * 256
+    limits = {
+        "warps": g.max_warps // warps,
+        "blocks": g.max_blocks,
+        "registers": (65536 // regs_per_warp) // warps,
+        "shared memory": g.shared_bytes // (math.ceil((shared + k.static_shared) / 128) * 128 + 1024),
+    }
+    binding = min(limits, key=limits.get)
+    return limits[binding] * warps, binding
+
+
+def occupancy_gfx942(k: Kernel, threads: int, shared: int) -> tuple[int, str]:
+    """Resident waves per CU (of 32): 4 SIMDs, each 8 waves, 512 VGPRs per lane (arch + acc,
+    granule 8) and 800 SGPRs (granule 16); 64 KiB of LDS per CU in units of 512 bytes; 16
+    workgroups of more than one wave per CU (barrier resources)."""
+    g = MI300X
+    waves = math.ceil(threads / g.warp)
+    per_simd_vgpr = min(8, 512 // (math.ceil(max(k.regs, 1) / 8) * 8))
+    per_simd_sgpr = min(8, 800 // (math.ceil(max(k.sgprs, 1) / 16) * 16))
+    lds = math.ceil((shared + k.static_shared) / 512) * 512
+    limits = {
+        "waves": g.max_warps // waves,
+        "workgroups": g.max_blocks if waves > 1 else g.max_warps,
+        "VGPRs": (4 * per_simd_vgpr) // waves,
+        "SGPRs": (4 * per_simd_sgpr) // waves,
+        "LDS": g.shared_bytes // lds if lds else g.max_warps,
+    }
+    binding = min(limits, key=limits.get)
+    return limits[binding] * waves, binding
+
+
+# ---- the workload -----------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    op: str
+    dtype: str
+    n: int
+    kernel: str
+    threads: int
+    team: int
+    blocks: int
+    shared: int
+    workspace: int
+
+
+def read_plans(exe: str) -> list[Plan]:
+    lines = run([exe]).splitlines()[1:]
+    return [Plan(p[0], p[1], int(p[2]), p[3], *map(int, p[4:])) for p in (line.split("\t") for line in lines)]
+
+
+ELEMENT_BYTES = {"f32": 4, "f64": 8, "c64": 8, "c128": 16}
+
+
+def traffic_and_flops(op: str, dtype: str, n: int) -> tuple[int, int, float]:
+    """(bytes read, bytes written, flops) per matrix: each input read once, each output written
+    once; LU 2/3 n^3 flops, an inverse 2 n^3, a solve with one right-hand side LU + 2 n^2;
+    complex 4x."""
+    e = ELEMENT_BYTES[dtype]
+    real = e if dtype.startswith("f") else e // 2
+    scalars = e + real  # sign (or phase) and logabsdet
+    lu = sum(2 * m * m + m for m in range(n))
+    read, write, flops = {
+        "slogdet": (n * n * e, scalars, lu),
+        "slogdet_inv": (n * n * e, scalars + n * n * e, 2 * n ** 3),
+        "inv": (n * n * e, n * n * e, 2 * n ** 3),
+        "solve": (n * n * e + n * e, n * e, lu + 2 * n * n),
+    }[op]
+    return read, write, flops * (1 if dtype.startswith("f") else 4)
+
+
+@dataclass
+class Prediction:
+    resident: int = 0  # warps / waves per SM / CU
+    limit: str = ""
+    seconds: float = 0.0
+    bound: str = ""
+    hbm_fraction: float = 0.0
+
+
+def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
+    resident, limit = (occupancy_sm90 if g.arch == "sm_90" else occupancy_gfx942)(k, plan.threads, plan.shared)
+    blocks = math.ceil(batch / (plan.threads // plan.team))  # a small batch does not fill every SM / CU
+    per_unit = math.ceil(blocks / g.units) * math.ceil(plan.threads / g.warp)
+    if per_unit < resident:
+        resident, limit = per_unit, "grid"
+    read, write, flops = traffic_and_flops(plan.op, plan.dtype, plan.n)
+    in_flight_bytes = resident * g.warp * max(k.in_flight, 1) * max(k.load_bytes, 4) * g.units
+    little = min(g.hbm_bytes_per_s, in_flight_bytes / g.latency_s) if resident else 0.0
+    times = {
+        "HBM": batch * (read + write) / g.hbm_bytes_per_s,
+        "FP64": batch * flops / g.fp64_flops_per_s,
+        "loads in flight": batch * read / little if little else math.inf,
+    }
+    if plan.team > 1:
+        # The LU's dot products read both operands from shared memory.
+        e = ELEMENT_BYTES[plan.dtype]
+        fmas = flops / 2 / (1 if plan.dtype.startswith("f") else 4)  # of the element type
+        lu_fmas = fmas if plan.op == "slogdet" else fmas / 3
+        times["shared memory"] = batch * lu_fmas * 2 * e / g.shared_bytes_per_s
+        # The solves work on their columns in global memory, about n^2 accesses per column,
+        # counted at L1 speed (optimistic): a whole 32-byte sector each where a team's threads
+        # touch different rows (transposed output), the element where they touch one row.
+        if plan.op != "slogdet":
+            columns = plan.n if plan.op != "solve" else 1
+            access = max(32, e) if plan.op == "slogdet_inv" else e
+            times["solve in L1"] = batch * columns * plan.n ** 2 * access / g.shared_bytes_per_s
+    bound = max(times, key=times.get)
+    seconds = times[bound]
+    return Prediction(resident, limit, seconds, bound, batch * (read + write) / seconds / g.hbm_bytes_per_s)
+
+
+# ---- output -----------------------------------------------------------------------------
+
+def kernel_table(cuda: dict[str, Kernel], hip: dict[str, Kernel], names: list[str]) -> list[str]:
+    rows = ["| kernel | sm_90 regs | sm_90 local B (STL/LDL) | sm_90 loads in flight x B | gfx942 VGPR (AGPR) / SGPR "
+            "| gfx942 scratch B (spills) | gfx942 loads in flight x B |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for name in names:
+        c, h = cuda.get(name), hip.get(name)
+        cu = (f"{c.regs} | {c.local_bytes} ({c.spill_ops}) | {c.in_flight} x {c.load_bytes}" if c else "- | - | -")
+        hi = (f"{h.regs} ({h.agprs}) / {h.sgprs} | {h.local_bytes} ({h.spill_ops}) | {h.in_flight} x {h.load_bytes}"
+              if h else "- | - | -")
+        rows.append(f"| {name} | {cu} | {hi} |")
+    return rows
+
+
+def workload_table(rows: list[dict]) -> list[str]:
+    out = ["| op | N | kernel | threads | shared B | H100 warps/SM (limit) | H100 ms | H100 HBM % | bound "
+           "| MI300X waves/CU (limit) | MI300X ms | MI300X HBM % | bound |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
+    for r in rows:
+        cells = [r["op"], str(r["n"]), r["kernel"].replace("tinyla_", ""), str(r["threads"]), str(r["shared"])]
+        for g, of in ((H100, 64), (MI300X, 32)):
+            p = r.get(g.name.split()[0])
+            cells += ([f"{p['resident']}/{of} ({p['limit']})", f"{p['ms']:.3f}", f"{100 * p['hbm_fraction']:.0f}",
+                       p["bound"]] if p else ["-"] * 4)
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+# The QMC workload's rows (bench/qmc_workload.py --json) and the op each one runs.
+WORKLOAD_OPS = {"forward": "slogdet", "grad": "slogdet_inv", "inv": "inv"}
+
+
+def measured_table(measured: dict, g: Gpu, image: dict[str, Kernel], plans: list[Plan]) -> list[str]:
+    out = [f"Measured on {measured.get('device', '?')} (bench/qmc_workload.py, tinyla.jax, float64) beside the "
+           f"prediction for {g.name}:",
+           "| workload | op | N | x shape | measured ms | predicted ms | measured / predicted | bound |",
+           "|---|---|---:|---|---:|---:|---:|---|"]
+    by_key = {(p.op, p.n): p for p in plans if p.dtype == "f64"}
+    for r in measured["rows"]:
+        op = WORKLOAD_OPS.get(r["workload"])
+        plan = by_key.get((op, r["n"]))
+        if plan is None or plan.kernel not in image:
+            continue
+        pr = predict(g, image[plan.kernel], plan, r["walkers"] * 64)
+        out.append(f"| {r['workload']} | {op} | {r['n']} | ({r['walkers']}, 64, {r['n']}, {r['n']}) "
+                   f"| {r['tinyla'] * 1e3:.3f} | {pr.seconds * 1e3:.3f} | {r['tinyla'] / pr.seconds:.1f}x | {pr.bound} |")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default="build", help="CMake build folder with the GPU backends")
+    ap.add_argument("--tools", default="", help="folder with cuobjdump (default: PATH)")
+    ap.add_argument("--llvm-bin", default="/usr/lib/llvm-22/bin")
+    ap.add_argument("--dtype", default="f64", help="the workload table's dtype")
+    ap.add_argument("--sizes", default="1,2,3,4,5,6,7,8,12,16,24,32")
+    ap.add_argument("--ops", default="slogdet,slogdet_inv,inv,solve")
+    ap.add_argument("--batch", type=int, default=4096 * 64)
+    ap.add_argument("--markdown", action="store_true", help="only the workload table, as the README has it")
+    ap.add_argument("--json", help="write the predictions here")
+    ap.add_argument("--measured", help="bench/qmc_workload.py --json of a GPU run: printed beside the prediction")
+    ap.add_argument("--measured-on", choices=["H100", "H200", "MI300X"], default="H100",
+                    help="the GPU of --measured (its bandwidth for the prediction)")
+    args = ap.parse_args()
+
+    cuobjdump = os.path.join(args.tools, "cuobjdump") if args.tools else "cuobjdump"
+    fatbin = os.path.join(args.build, "tinyla_cuda_kernels.fatbin")
+    bundle = os.path.join(args.build, "tinyla_hip_kernels.hipfb")
+    images = {}
+    if os.path.exists(fatbin):
+        images[H100.name] = cuda_kernels(fatbin, cuobjdump)
+    if os.path.exists(bundle):
+        images[MI300X.name] = hip_kernels(bundle, MI300X.arch, args.llvm_bin)
+    if not images:
+        sys.exit(f"gpu_report: neither {fatbin} nor {bundle} (configure with -DTINYLA_CUDA=ON and/or -DTINYLA_HIP=ON)")
+    plans = read_plans(os.path.join(args.build, "tinyla_gpu_plans"))
+
+    def kernel_order(name):  # family, dtype, then n (the team kernel last)
+        _, family, dtype, n = name.split("_")
+        return family, list(ELEMENT_BYTES).index(dtype), int(n) if n.isdigit() else 1 << 30
+
+    # Every kernel a plan launches must be in each image, its resources and its first loads read.
+    launched = sorted({p.kernel for p in plans}, key=kernel_order)
+    missing = [f"{name} ({gpu})" for name in launched for gpu, image in images.items()
+               if name not in image or image[name].regs == 0 or image[name].loads == 0]
+    if missing:
+        sys.exit("gpu_report: no resource usage or no global load read for " + ", ".join(missing))
+
+    sizes, ops = {int(s) for s in args.sizes.split(",")}, args.ops.split(",")
+    rows = []
+    for p in sorted((p for p in plans if p.dtype == args.dtype and p.n in sizes and p.op in ops),
+                    key=lambda p: (ops.index(p.op), p.n)):
+        row = {"op": p.op, "n": p.n, "kernel": p.kernel, "threads": p.threads, "shared": p.shared}
+        for g in (H100, MI300X):
+            if g.name in images:
+                pr = predict(g, images[g.name][p.kernel], p, args.batch)
+                row[g.name.split()[0]] = {"resident": pr.resident, "limit": pr.limit, "ms": 1e3 * pr.seconds,
+                                          "bound": pr.bound, "hbm_fraction": pr.hbm_fraction}
+        rows.append(row)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"batch": args.batch, "dtype": args.dtype, "rows": rows}, f, indent=1)
+
+    if not args.markdown:
+        for g in (H100, MI300X):
+            if g.name not in images:
+                print(f"!! no {g.arch} image in {args.build}: its columns are empty")
+        cuda, hip = images.get(H100.name, {}), images.get(MI300X.name, {})
+        print(f"Kernels the launch plans use ({len(launched)}; sm_90 from the CUDA fatbin, gfx942 from the HIP "
+              f"offload bundle; loads in flight x bytes: where the matrices come in):")
+        print("\n".join(kernel_table(cuda, hip, launched)))
+        print(f"\nThe ({args.batch // 64}, 64, N, N) {args.dtype} workload: occupancy from the plan and the "
+              f"registers; predicted time = max(bytes / HBM, flops / FP64 peak, bytes read / Little's-law "
+              f"bandwidth of the loads in flight (latency {H100.latency_s * 1e9:.0f} ns on H100, "
+              f"{MI300X.latency_s * 1e9:.0f} ns on MI300X, assumed); team kernel: also shared-memory operands / "
+              f"shared-memory bandwidth, and its solves' global accesses (by sector) / L1 bandwidth):")
+    print("\n".join(workload_table(rows)))
+    if args.measured:
+        g = {"H100": H100, "H200": H200, "MI300X": MI300X}[args.measured_on]
+        image = images.get(H100.name if g.arch == "sm_90" else MI300X.name)
+        if image is None:
+            sys.exit(f"gpu_report: --measured-on {args.measured_on} needs the {g.arch} image")
+        print()
+        print("\n".join(measured_table(json.load(open(args.measured)), g, image, plans)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
