@@ -134,9 +134,9 @@ def hip_kernels(bundle: str, arch: str, llvm_bin: str) -> dict[str, Kernel]:
         fields = dict(re.findall(r"^\s*\.(\w+):\s+(\S+)$", entry, re.M))
         if "name" not in fields:
             continue
-        arch_vgprs, agprs = int(fields["vgpr_count"]), int(fields.get("agpr_count", 0))
-        k = Kernel(fields["name"], regs=(arch_vgprs + 3) // 4 * 4 + agprs, sgprs=int(fields["sgpr_count"]),
-                   agprs=agprs, local_bytes=int(fields["private_segment_fixed_size"]),
+        # gfx90a/gfx942: .vgpr_count is the unified file's total (arch VGPRs aligned to 4, then AGPRs)
+        k = Kernel(fields["name"], regs=int(fields["vgpr_count"]), sgprs=int(fields["sgpr_count"]),
+                   agprs=int(fields.get("agpr_count", 0)), local_bytes=int(fields["private_segment_fixed_size"]),
                    spill_ops=int(fields.get("vgpr_spill_count", 0)) + int(fields.get("sgpr_spill_count", 0)),
                    static_shared=int(fields["group_segment_fixed_size"]))
         kernels[k.name] = k
@@ -253,8 +253,9 @@ def traffic_and_flops(op: str, dtype: str, n: int) -> tuple[int, int, float]:
 
 @dataclass
 class Prediction:
-    resident: int = 0  # warps / waves per SM / CU
+    resident: int = 0  # warps / waves per SM / CU the kernel's resources allow
     limit: str = ""
+    filled: int = 0  # ... of which the batch fills
     seconds: float = 0.0
     bound: str = ""
     hbm_fraction: float = 0.0
@@ -262,13 +263,13 @@ class Prediction:
 
 def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
     resident, limit = (occupancy_sm90 if g.arch == "sm_90" else occupancy_gfx942)(k, plan.threads, plan.shared)
-    blocks = math.ceil(batch / (plan.threads // plan.team))  # a small batch does not fill every SM / CU
-    per_unit = math.ceil(blocks / g.units) * math.ceil(plan.threads / g.warp)
-    if per_unit < resident:
-        resident, limit = per_unit, "grid"
+    # A batch too small to fill every SM / CU: (4096, 64) matrices, one per thread, are 862
+    # threads per MI300X CU.
+    blocks = math.ceil(batch / (plan.threads // plan.team))
+    filled = min(resident, math.ceil(blocks / g.units) * math.ceil(plan.threads / g.warp))
     read, write, flops = traffic_and_flops(plan.op, plan.dtype, plan.n)
-    in_flight_bytes = resident * g.warp * max(k.in_flight, 1) * max(k.load_bytes, 4) * g.units
-    little = min(g.hbm_bytes_per_s, in_flight_bytes / g.latency_s) if resident else 0.0
+    in_flight_bytes = filled * g.warp * max(k.in_flight, 1) * max(k.load_bytes, 4) * g.units
+    little = min(g.hbm_bytes_per_s, in_flight_bytes / g.latency_s) if filled else 0.0
     times = {
         "HBM": batch * (read + write) / g.hbm_bytes_per_s,
         "FP64": batch * flops / g.fp64_flops_per_s,
@@ -289,7 +290,7 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
             times["solve in L1"] = batch * columns * plan.n ** 2 * access / g.shared_bytes_per_s
     bound = max(times, key=times.get)
     seconds = times[bound]
-    return Prediction(resident, limit, seconds, bound, batch * (read + write) / seconds / g.hbm_bytes_per_s)
+    return Prediction(resident, limit, filled, seconds, bound, batch * (read + write) / seconds / g.hbm_bytes_per_s)
 
 
 # ---- output -----------------------------------------------------------------------------
@@ -307,14 +308,16 @@ def kernel_table(cuda: dict[str, Kernel], hip: dict[str, Kernel], names: list[st
 
 
 def workload_table(rows: list[dict]) -> list[str]:
-    out = ["| op | N | kernel | threads | shared B | H100 warps/SM (limit) | H100 ms | H100 HBM % | bound "
+    out = ["| op | N | kernel | block: threads, shared B | H100 warps/SM (limit) | H100 ms | H100 HBM % | bound "
            "| MI300X waves/CU (limit) | MI300X ms | MI300X HBM % | bound |",
-           "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
+           "|---|---:|---|---|---:|---:|---:|---|---:|---:|---:|---|"]
     for r in rows:
-        cells = [r["op"], str(r["n"]), r["kernel"].replace("tinyla_", ""), str(r["threads"]), str(r["shared"])]
+        teams = f" ({r['threads'] // r['team']} teams)" if r["team"] > 1 else ""
+        cells = [r["op"], str(r["n"]), r["kernel"].replace("tinyla_", ""), f"{r['threads']}{teams}, {r['shared']}"]
         for g, of in ((H100, 64), (MI300X, 32)):
             p = r.get(g.name.split()[0])
-            cells += ([f"{p['resident']}/{of} ({p['limit']})", f"{p['ms']:.3f}", f"{100 * p['hbm_fraction']:.0f}",
+            fill = f", batch fills {p['filled']}" if p["filled"] < p["resident"] else ""
+            cells += ([f"{p['resident']}/{of} ({p['limit']}{fill})", f"{p['ms']:.3f}", f"{100 * p['hbm_fraction']:.0f}",
                        p["bound"]] if p else ["-"] * 4)
         out.append("| " + " | ".join(cells) + " |")
     return out
@@ -384,11 +387,12 @@ def main() -> int:
     rows = []
     for p in sorted((p for p in plans if p.dtype == args.dtype and p.n in sizes and p.op in ops),
                     key=lambda p: (ops.index(p.op), p.n)):
-        row = {"op": p.op, "n": p.n, "kernel": p.kernel, "threads": p.threads, "shared": p.shared}
+        row = {"op": p.op, "n": p.n, "kernel": p.kernel, "threads": p.threads, "team": p.team, "shared": p.shared}
         for g in (H100, MI300X):
             if g.name in images:
                 pr = predict(g, images[g.name][p.kernel], p, args.batch)
-                row[g.name.split()[0]] = {"resident": pr.resident, "limit": pr.limit, "ms": 1e3 * pr.seconds,
+                row[g.name.split()[0]] = {"resident": pr.resident, "limit": pr.limit, "filled": pr.filled,
+                                          "ms": 1e3 * pr.seconds,
                                           "bound": pr.bound, "hbm_fraction": pr.hbm_fraction}
         rows.append(row)
     if args.json:

@@ -42,15 +42,37 @@ template <class E, class Block> TINYLA_HD void block_copy(Block& blk, const E* s
 
 // ---- per-thread kernel ----------------------------------------------------------------
 
-// One matrix, compile-time n = N: slot holds A (staged), and receives the
-// inverse for family::inverse; solve works in place on x (which holds B).
-template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, int64_t b, E* slot) {
+// Copies a matrix of nn elements, every load issued before the first store (so
+// that all are in flight at once); Align: the bytes both pointers are aligned
+// to, which lets the compilers use vector loads and stores.
+template <int Align, int nn, class E> TINYLA_HD void copy_matrix(const E* src, E* dst) {
+  src = static_cast<const E*>(__builtin_assume_aligned(src, Align));
+  dst = static_cast<E*>(__builtin_assume_aligned(dst, Align));
+  E r[nn > 0 ? nn : 1];
+  TINYLA_UNROLL
+  for (int i = 0; i < nn; ++i) r[i] = src[i];
+  TINYLA_UNROLL
+  for (int i = 0; i < nn; ++i) dst[i] = r[i];
+}
+
+// The alignment an array of elements E is guaranteed (complex: its parts'), and
+// that of every matrix of a batch whose first one is 16-byte aligned.
+template <class E> constexpr int element_alignment = int(sizeof(lane_real<lane_of<E>>));
+template <class E, int N> constexpr int matrix_alignment() {
+  constexpr int bytes = N * N * int(sizeof(E));
+  return bytes % 16 == 0 ? 16 : (bytes % 8 == 0 ? 8 : element_alignment<E>);
+}
+
+// One matrix, compile-time n = N: A is read from in; for family::inverse the
+// inverse (transposed when the job says so) is written to out; solve works in
+// place on the job's x (which holds B). in and out are the caller's registers.
+template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, int64_t b, const E* in, E* out) {
   using L = lane_of<E>;
   constexpr int nn = N * N;
   constexpr shape<N, N> sq{};
   E a[nn > 0 ? nn : 1];
   TINYLA_UNROLL
-  for (int i = 0; i < nn; ++i) a[i] = slot[i];
+  for (int i = 0; i < nn; ++i) a[i] = in[i];
   det_accum<E> acc;
   L info = L(0);
   if constexpr (F == family::determinant) {
@@ -58,15 +80,10 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
   } else if constexpr (F == family::inverse) {
     E x[nn > 0 ? nn : 1];
     info = invert(sq, a, x, acc, jb.transpose_x);  // n <= 2 transposes itself
-    if (jb.transpose_x && N > 2) {
+    TINYLA_UNROLL
+    for (int i = 0; i < N; ++i) {
       TINYLA_UNROLL
-      for (int i = 0; i < N; ++i) {
-        TINYLA_UNROLL
-        for (int j = 0; j < N; ++j) slot[j * N + i] = x[i * N + j];
-      }
-    } else {
-      TINYLA_UNROLL
-      for (int i = 0; i < nn; ++i) slot[i] = x[i];
+      for (int j = 0; j < N; ++j) out[jb.transpose_x && N > 2 ? j * N + i : i * N + j] = x[i * N + j];
     }
   } else {
     info = solve(shape<N, -1>{N, int(jb.nrhs)}, a, static_cast<E*>(jb.x) + b * N * jb.nrhs, acc);
@@ -74,27 +91,36 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
   store_outputs(jb, b, acc, info);
 }
 
+// Each thread loads its own whole matrix from global memory, every load issued
+// before the first is used (vector loads where the arrays are 16-byte aligned),
+// and stores an inverse the same way: no shared memory and no barrier. Staging
+// the block's matrices through shared memory, so that each load instruction
+// coalesces, capped the threads an AMD CU holds by its 64 KiB of LDS (float64
+// n = 4: 6 of 32 waves) and, with its loads unrolled to have several in flight,
+// took more registers than these loads on both vendors (sm_90, float64 n = 4:
+// 80 against 66); a warp's consecutive loads here cover whole cache lines.
 template <family F, int N, class E, class Block> TINYLA_HD void per_thread_kernel(Block& blk, const job& jb) {
-  constexpr int64_t nn = int64_t(N) * N, stride = staging_stride(N);
-  E* staging = static_cast<E*>(blk.shared());
-  const int mpb = blk.threads(), t = blk.thread();
+  constexpr int64_t nn = int64_t(N) * N;
+  constexpr int align = matrix_alignment<E, N>();
+  const int mpb = blk.threads();
   const E* a = static_cast<const E*>(jb.a);
   E* x = static_cast<E*>(jb.x);
-  for (int64_t base = blk.block() * mpb; base < jb.batch; base += blk.blocks() * mpb) {
-    const int count = int(min_of<int64_t>(mpb, jb.batch - base));
-    if constexpr (N > 0)
-      for (int64_t i = t; i < count * nn; i += mpb) staging[i / nn * stride + i % nn] = a[base * nn + i];
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(x)) % 16 == 0;
+  for (int64_t b = blk.block() * mpb + blk.thread(); b < jb.batch; b += blk.blocks() * mpb) {
+    alignas(16) E m[nn > 0 ? nn : 1], inv[F == family::inverse && nn > 0 ? nn : 1];  // aligned: vector moves
+    if (aligned) copy_matrix<align, int(nn)>(a + b * nn, m);
+    else copy_matrix<element_alignment<E>, int(nn)>(a + b * nn, m);
     if constexpr (F == family::solve) {
       const int64_t nb = N * jb.nrhs;
-      block_copy(blk, static_cast<const E*>(jb.b) + base * nb, x + base * nb, count * nb);
+      const E* rhs = static_cast<const E*>(jb.b) + b * nb;
+      if (rhs != x + b * nb)
+        for (int64_t i = 0; i < nb; ++i) x[b * nb + i] = rhs[i];
     }
-    blk.sync();
-    if (t < count) thread_matrix<F, N>(jb, base + t, staging + t * stride);
-    if constexpr (F == family::inverse && N > 0) {
-      blk.sync();
-      for (int64_t i = t; i < count * nn; i += mpb) x[base * nn + i] = staging[i / nn * stride + i % nn];
+    thread_matrix<F, N>(jb, b, m, inv);
+    if constexpr (F == family::inverse) {
+      if (aligned) copy_matrix<align, int(nn)>(inv, x + b * nn);
+      else copy_matrix<element_alignment<E>, int(nn)>(inv, x + b * nn);
     }
-    blk.sync();  // the next round's loads overwrite the staging buffer
   }
 }
 

@@ -5,8 +5,8 @@
 //
 // Two kernel shapes (launch_plan picks one, sizes from a table):
 // - per_thread: n <= max_per_thread_n, one matrix per thread, the matrix in
-//   registers (compile-time n, fully unrolled). The block's matrices are staged
-//   through shared memory so that global loads and stores coalesce.
+//   registers (compile-time n, fully unrolled), loaded and stored by its thread
+//   (vector loads, all in flight at once; no shared memory).
 // - team: larger n. A team of threads per matrix; the matrix sits in shared
 //   memory (or in a global workspace when it does not fit), the threads
 //   exchange the pivot through shared memory; every elimination step is a
@@ -50,8 +50,7 @@ template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
   return n <= max_per_thread_n && words <= per_thread_register_budget;
 }
 // Matrices (= threads) per block of the per-thread kernel, by n, for elements
-// of up to 8 bytes; halved for 16-byte ones (the staging buffer and the
-// registers double), and bounded by the shared-memory budget.
+// of up to 8 bytes; halved for 16-byte ones (their registers double).
 inline constexpr int per_thread_block[max_per_thread_n + 1] = {256, 256, 256, 128, 128, 128, 64, 64, 64};
 // Team kernel: threads per block to aim for, and at most this many threads
 // per team (larger n: each thread owns several rows and columns).
@@ -82,10 +81,6 @@ struct launch_plan {
   int64_t workspace_bytes = 0;  // team kernel whose matrix does not fit in shared memory: global scratch
 };
 
-// Matrix slot stride in elements: odd, so that thread t reading element k of
-// its own slot hits a different bank than thread t+1.
-constexpr int64_t staging_stride(int64_t n) { return (n * n) | 1; }
-
 // Per-team shared memory of the team kernel: pivot rows, the argmax
 // candidates (value, row) of each thread, then the matrix when it lives in
 // shared memory. Sizes rounded to 16 bytes keep every part aligned.
@@ -106,9 +101,7 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
   const int64_t n = jb.n, eb = sizeof(E);
   if (n <= o.per_thread_up_to && per_thread_fits<E>(family_of(jb.kind), n)) {
     int per_block = o.per_thread_block > 0 ? o.per_thread_block : per_thread_block[n] * 8 / int(eb < 8 ? 8 : eb);
-    while (per_block > 32 && per_block * staging_stride(n) * eb > o.shared_budget) per_block /= 2;
     p.block_threads = per_block;
-    p.shared_bytes = per_block * staging_stride(n) * eb;
     p.blocks = min_of((jb.batch + per_block - 1) / per_block, max_grid_blocks);
     return p;
   }
