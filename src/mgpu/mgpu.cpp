@@ -89,12 +89,14 @@ TINYLA_MGPU void mgpuStreamDestroy(handle stream) {
 }
 
 TINYLA_MGPU void mgpuStreamSynchronize(handle stream) {
-  if (runtime* r = rt(); r && stream) r->check(r->drv().stream_synchronize(stream), "mgpuStreamSynchronize");
+  if (runtime* r = rt(); r && stream) r->synchronize(stream);
 }
 
 TINYLA_MGPU void mgpuStreamWaitEvent(handle stream, handle event) {
-  if (runtime* r = rt(); r && stream && event)
+  if (runtime* r = rt(); r && stream && event) {
+    r->enqueued(stream);
     r->check(r->drv().stream_wait_event(stream, event), "mgpuStreamWaitEvent");
+  }
 }
 
 TINYLA_MGPU handle mgpuEventCreate() {
@@ -126,15 +128,24 @@ TINYLA_MGPU void mgpuMemFree(void* ptr, handle /*stream*/) {
 }
 
 TINYLA_MGPU void mgpuMemcpy(void* dst, void* src, std::size_t bytes, handle stream) {
-  if (runtime* r = bound(); r && bytes) r->check(r->drv().memcpy_async(dst, src, bytes, stream), "mgpuMemcpy");
+  if (runtime* r = bound(); r && bytes) {
+    r->enqueued(stream);
+    r->check(r->drv().memcpy_async(dst, src, bytes, stream), "mgpuMemcpy");
+  }
 }
 
 TINYLA_MGPU void mgpuMemset32(void* dst, std::uint32_t value, std::size_t count, handle stream) {
-  if (runtime* r = bound(); r && count) r->check(r->drv().memset32_async(dst, value, count, stream), "mgpuMemset32");
+  if (runtime* r = bound(); r && count) {
+    r->enqueued(stream);
+    r->check(r->drv().memset32_async(dst, value, count, stream), "mgpuMemset32");
+  }
 }
 
 TINYLA_MGPU void mgpuMemset16(void* dst, std::uint16_t value, std::size_t count, handle stream) {
-  if (runtime* r = bound(); r && count) r->check(r->drv().memset16_async(dst, value, count, stream), "mgpuMemset16");
+  if (runtime* r = bound(); r && count) {
+    r->enqueued(stream);
+    r->check(r->drv().memset16_async(dst, value, count, stream), "mgpuMemset16");
+  }
 }
 
 TINYLA_MGPU void mgpuMemHostRegister(void* ptr, std::uint64_t bytes) {

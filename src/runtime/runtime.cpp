@@ -58,7 +58,14 @@ std::size_t image_size(const void* image) {
   return std::strlen(static_cast<const char*>(image)) + 1;
 }
 
+// This thread's binding (bind_thread): the device epoch it bound, and the
+// context that made current, so that calls in it need not ask the driver.
 thread_local int bound_epoch = -1;
+thread_local handle bound_context = nullptr;
+// The stream this thread acquired last, with its context, and the stream it
+// synchronized last with nothing enqueued since: what MLIR's create, launch,
+// synchronize, destroy sequence releases, without asking the driver again.
+thread_local handle acquired_stream = nullptr, acquired_context = nullptr, idle_stream = nullptr;
 // Trivially destructible: global destructors (module unloads at exit) may
 // still record a failure after this thread's thread_local objects are gone.
 thread_local char latest_error[1024];
@@ -106,8 +113,12 @@ void runtime::set_default_device(int device) {
 bool runtime::bind_thread() {
   const int epoch = device_epoch_.load();
   if (bound_epoch == epoch) return true;
-  if (!check(drv_.use_device(default_device_.load()), "selecting the device")) return false;
+  handle context = nullptr;
+  if (!check(drv_.use_device(default_device_.load()), "selecting the device") ||
+      !check(drv_.current_context(&context), "reading the current context"))
+    return false;
   bound_epoch = epoch;
+  bound_context = context;
   return true;
 }
 
@@ -139,6 +150,9 @@ runtime::context_pools* runtime::pools(handle context) {
 }
 
 runtime::context_pools* runtime::current_pools() {
+  // Bound (bind_thread) and not moved since (use_stream_context unbinds when it
+  // switches): the bound context is current.
+  if (bound_epoch == device_epoch_.load() && bound_context) return pools(bound_context);
   handle context = nullptr;
   if (!check(drv_.current_context(&context), "reading the current context")) return nullptr;
   if (!context) fail("no current context (no device selected on this thread)");
@@ -161,14 +175,25 @@ void runtime::handle_pool::put(handle h) {
 handle runtime::acquire_stream() {
   context_pools* p = current_pools();
   if (!p) return nullptr;
-  if (handle s = pooling_ ? p->streams.take() : nullptr) {
+  handle s = pooling_ ? p->streams.take() : nullptr;
+  if (s) {
     ++stats_.stream_reuses;
-    return s;
+  } else {
+    if (!check(drv_.stream_create(&s), "creating a stream")) return nullptr;
+    ++stats_.streams_created;
   }
-  handle s = nullptr;
-  if (!check(drv_.stream_create(&s), "creating a stream")) return nullptr;
-  ++stats_.streams_created;
+  acquired_stream = s, acquired_context = bound_epoch == device_epoch_.load() ? bound_context : nullptr;
   return s;
+}
+
+bool runtime::synchronize(handle stream) {
+  if (!check(drv_.stream_synchronize(stream), "synchronizing a stream")) return false;
+  idle_stream = stream;
+  return true;
+}
+
+void runtime::enqueued(handle stream) {
+  if (stream == idle_stream) idle_stream = nullptr;
 }
 
 void runtime::release_stream(handle stream) {
@@ -177,13 +202,16 @@ void runtime::release_stream(handle stream) {
     check(drv_.stream_destroy(stream), "destroying a stream");
     return;
   }
-  // Idle before anyone else gets it (MLIR synchronizes first, so this is cheap).
-  handle context = nullptr;
-  if (!check(drv_.stream_synchronize(stream), "synchronizing a released stream") ||
-      !check(drv_.stream_context(stream, &context), "reading a released stream's context") || !context) {
+  // Idle before anyone else gets it: synchronized here unless this thread did
+  // with nothing enqueued since (MLIR synchronizes before it destroys).
+  handle context = stream == acquired_stream ? acquired_context : nullptr;
+  if ((stream != idle_stream && !check(drv_.stream_synchronize(stream), "synchronizing a released stream")) ||
+      (!context && !check(drv_.stream_context(stream, &context), "reading a released stream's context")) || !context) {
     check(drv_.stream_destroy(stream), "destroying a failed stream");
     return;
   }
+  if (stream == acquired_stream) acquired_stream = nullptr;
+  if (stream == idle_stream) idle_stream = nullptr;
   pools(context)->streams.put(stream);
 }
 
@@ -280,6 +308,7 @@ bool runtime::launch(handle function, const unsigned grid[3], const unsigned blo
       allowed = shared_bytes;
     }
   }
+  enqueued(stream);
   if (!check(drv_.launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, stream,
                          params, extra),
              "launching a kernel"))

@@ -75,6 +75,10 @@ class runtime {
   // In the current context.
   handle acquire_stream();
   void release_stream(handle stream);  // back to the pool of the stream's own context
+  // Synchronizes a stream, and remembers it is idle until enqueued() (or a launch)
+  // says otherwise: releasing it then needs no second synchronize.
+  bool synchronize(handle stream);
+  void enqueued(handle stream);
   handle acquire_event();
   void release_event(handle event);
 

@@ -41,7 +41,7 @@ enum : int {
 struct counts {
   std::atomic<long> init{0}, hip_init{0}, stream_create{0}, stream_destroy{0}, stream_sync{0}, module_load{0},
       module_unload{0}, get_function{0}, launch{0}, event_create{0}, ctx_retain{0}, ctx_set{0}, alloc_async{0},
-      free_async{0};
+      free_async{0}, ctx_get{0}, stream_ctx{0};  // ctx_get / stream_ctx: which context is current / a stream's
 } n;
 
 constexpr int devices = 2;
@@ -69,10 +69,11 @@ std::string report_line() {
       text, sizeof text,
       "init=%ld hip_init=%ld stream_create=%ld stream_destroy=%ld stream_sync=%ld module_load=%ld module_unload=%ld "
       "get_function=%ld launch=%ld event_create=%ld ctx_retain=%ld ctx_set=%ld alloc_async=%ld "
-      "free_async=%ld",
+      "free_async=%ld ctx_get=%ld stream_ctx=%ld",
       n.init.load(), n.hip_init.load(), n.stream_create.load(), n.stream_destroy.load(), n.stream_sync.load(),
       n.module_load.load(), n.module_unload.load(), n.get_function.load(), n.launch.load(), n.event_create.load(),
-      n.ctx_retain.load(), n.ctx_set.load(), n.alloc_async.load(), n.free_async.load());
+      n.ctx_retain.load(), n.ctx_set.load(), n.alloc_async.load(), n.free_async.load(), n.ctx_get.load(),
+      n.stream_ctx.load());
   return text;
 }
 
@@ -205,8 +206,10 @@ API cuDeviceGetCount(int* c) { return *c = devices, ok; }
 API cuDeviceGet(int* d, int i) { return i >= 0 && i < devices ? (*d = i, ok) : invalid_device; }
 API cuDevicePrimaryCtxRetain(ptr* c, int d) { return ++n.ctx_retain, *c = &contexts[d], ok; }
 API cuCtxSetCurrent(ptr c) { return ++n.ctx_set, current = c, ok; }
-API cuCtxGetCurrent(ptr* c) { return *c = current, ok; }
-API cuStreamGetCtx(ptr s, ptr* c) { return s ? (*c = static_cast<stream_object*>(s)->context, ok) : invalid_handle; }
+API cuCtxGetCurrent(ptr* c) { return ++n.ctx_get, *c = current, ok; }
+API cuStreamGetCtx(ptr s, ptr* c) {
+  return s ? (++n.stream_ctx, *c = static_cast<stream_object*>(s)->context, ok) : invalid_handle;
+}
 API cuStreamCreate(ptr* s, unsigned) { return stream_create(s); }
 API cuStreamDestroy_v2(ptr s) { return stream_destroy(s); }
 API cuStreamSynchronize(ptr s) { return stream_sync(s); }
@@ -249,9 +252,9 @@ void* hip_current() { return current ? current : (current = &contexts[0]); }
 API hipInit(unsigned) { return ++n.hip_init, init(); }
 API hipGetDeviceCount(int* c) { return *c = devices, ok; }
 API hipSetDevice(int d) { return d >= 0 && d < devices ? (++n.ctx_set, current = &contexts[d], ok) : invalid_device; }
-API hipGetDevice(int* d) { return *d = device_of(hip_current()), ok; }
+API hipGetDevice(int* d) { return ++n.ctx_get, *d = device_of(hip_current()), ok; }
 API hipStreamGetDevice(ptr s, int* d) {
-  return *d = device_of(s ? static_cast<stream_object*>(s)->context : hip_current()), ok;
+  return ++n.stream_ctx, *d = device_of(s ? static_cast<stream_object*>(s)->context : hip_current()), ok;
 }
 API hipStreamCreateWithFlags(ptr* s, unsigned) { return hip_current(), stream_create(s); }
 API hipStreamDestroy(ptr s) { return stream_destroy(s); }

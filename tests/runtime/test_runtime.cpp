@@ -184,6 +184,12 @@ void expect_one_of_each(const char* exe, const std::string& env, bool hip) {
   EXPECT_EQ(n["stream_create"], 1) << output;
   EXPECT_EQ(n["module_load"], 1) << output;
   EXPECT_EQ(n["get_function"], 1) << output;
+  // Per launch only the launch and the program's own synchronize: the stream goes
+  // back to the pool without a second one, and no context is asked for while the
+  // thread's binding holds (one look-up when it binds).
+  EXPECT_EQ(n["stream_sync"], 1000) << output;
+  EXPECT_LE(n["ctx_get"], 2) << output;
+  EXPECT_EQ(n["stream_ctx"], 0) << output;
   EXPECT_EQ(output, "");  // no error printed
   // Without the pool: what MLIR's own wrappers cost (a stream and a lookup per launch).
   n = run_with_stand_in(exe, driver + " TINYLA_MGPU_POOL=0", &output);
