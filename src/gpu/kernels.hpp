@@ -63,9 +63,9 @@ template <class E, int N> constexpr int matrix_alignment() {
   return bytes % 16 == 0 ? 16 : (bytes % 8 == 0 ? 8 : element_alignment<E>);
 }
 
-// One matrix, compile-time n = N: A is read from in; for family::inverse the
-// inverse (transposed when the job says so) is written to out; solve works in
-// place on the job's x (which holds B). in and out are the caller's registers.
+// One matrix, compile-time n = N: A is read from in (the caller's registers);
+// for family::inverse the inverse (transposed when the job says so) is written
+// to out; solve works in place on the job's x (which holds B).
 template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, int64_t b, const E* in, E* out) {
   using L = lane_of<E>;
   constexpr int nn = N * N;
@@ -80,10 +80,16 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
   } else if constexpr (F == family::inverse) {
     E x[nn > 0 ? nn : 1];
     info = invert(sq, a, x, acc, jb.transpose_x);  // n <= 2 transposes itself
-    TINYLA_UNROLL
-    for (int i = 0; i < N; ++i) {
+    // Constant indices on both branches: a run-time index would put out (registers) in local memory.
+    if (jb.transpose_x && N > 2) {
       TINYLA_UNROLL
-      for (int j = 0; j < N; ++j) out[jb.transpose_x && N > 2 ? j * N + i : i * N + j] = x[i * N + j];
+      for (int i = 0; i < N; ++i) {
+        TINYLA_UNROLL
+        for (int j = 0; j < N; ++j) out[j * N + i] = x[i * N + j];
+      }
+    } else {
+      TINYLA_UNROLL
+      for (int i = 0; i < nn; ++i) out[i] = x[i];
     }
   } else {
     info = solve(shape<N, -1>{N, int(jb.nrhs)}, a, static_cast<E*>(jb.x) + b * N * jb.nrhs, acc);
@@ -93,7 +99,7 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
 
 // Each thread loads its own whole matrix from global memory, every load issued
 // before the first is used (vector loads where the arrays are 16-byte aligned),
-// and stores an inverse the same way: no shared memory and no barrier. Staging
+// and writes an inverse straight to its place: no shared memory, no barrier. Staging
 // the block's matrices through shared memory, so that each load instruction
 // coalesces, capped the threads an AMD CU holds by its 64 KiB of LDS (float64
 // n = 4: 6 of 32 waves) and, with its loads unrolled to have several in flight,
@@ -107,7 +113,7 @@ template <family F, int N, class E, class Block> TINYLA_HD void per_thread_kerne
   E* x = static_cast<E*>(jb.x);
   const bool aligned = (reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(x)) % 16 == 0;
   for (int64_t b = blk.block() * mpb + blk.thread(); b < jb.batch; b += blk.blocks() * mpb) {
-    alignas(16) E m[nn > 0 ? nn : 1], inv[F == family::inverse && nn > 0 ? nn : 1];  // aligned: vector moves
+    alignas(16) E m[nn > 0 ? nn : 1];  // aligned: copy_matrix may use vector moves
     if (aligned) copy_matrix<align, int(nn)>(a + b * nn, m);
     else copy_matrix<element_alignment<E>, int(nn)>(a + b * nn, m);
     if constexpr (F == family::solve) {
@@ -116,11 +122,7 @@ template <family F, int N, class E, class Block> TINYLA_HD void per_thread_kerne
       if (rhs != x + b * nb)
         for (int64_t i = 0; i < nb; ++i) x[b * nb + i] = rhs[i];
     }
-    thread_matrix<F, N>(jb, b, m, inv);
-    if constexpr (F == family::inverse) {
-      if (aligned) copy_matrix<align, int(nn)>(inv, x + b * nn);
-      else copy_matrix<element_alignment<E>, int(nn)>(inv, x + b * nn);
-    }
+    thread_matrix<F, N>(jb, b, m, x + b * nn);
   }
 }
 
