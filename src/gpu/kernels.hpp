@@ -122,7 +122,7 @@ template <family F, int N, class E, class Block> TINYLA_HD void per_thread_kerne
       if (rhs != x + b * nb)
         for (int64_t i = 0; i < nb; ++i) x[b * nb + i] = rhs[i];
     }
-    thread_matrix<F, N>(jb, b, m, x + b * nn);
+    thread_matrix<F, N>(jb, b, m, F == family::inverse ? x + b * nn : nullptr);  // x: null for a determinant
   }
 }
 

@@ -134,6 +134,7 @@ inline constexpr int kernel_count = dtype_count * 3 * kernel_variants;
 constexpr int kernel_index(dtype t, family f, int n /* < 0: team */) {
   return (int(t) * 3 + int(f)) * kernel_variants + (n < 0 ? kernel_variants - 1 : n);
 }
+// The kernel's name in the device image (as above).
 struct kernel_name_buffer {
   char text[64];
 };
