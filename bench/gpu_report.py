@@ -29,7 +29,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,6 @@ class Gpu:
     name: str
     arch: str
     units: int  # SMs / CUs
-    unit_name: str
     hbm_bytes_per_s: float
     fp64_flops_per_s: float  # vector FP64 (no tensor/matrix cores: the kernels use none)
     latency_s: float  # loaded HBM latency assumed for Little's law (a parameter, not a datum)
@@ -52,9 +51,9 @@ class Gpu:
 # (304 CUs, 5.3 TB/s, 81.7 TFLOP/s FP64 vector; 2.1 GHz), H200 (H100's SMs, 4.8 TB/s, for
 # measurements taken on one); per-SM limits from the CUDA occupancy rules
 # for compute capability 9.0, per-CU limits of CDNA3 (4 SIMDs x 8 waves, 64 KiB LDS).
-H100 = Gpu("H100 SXM", "sm_90", 132, "SM", 3.35e12, 34e12, 600e-9, 132 * 128 * 1.98e9, 32, 64, 32, 228 * 1024)
-H200 = Gpu("H200", "sm_90", 132, "SM", 4.8e12, 34e12, 600e-9, 132 * 128 * 1.98e9, 32, 64, 32, 228 * 1024)
-MI300X = Gpu("MI300X", "gfx942", 304, "CU", 5.3e12, 81.7e12, 800e-9, 304 * 128 * 2.1e9, 64, 32, 16, 64 * 1024)
+H100 = Gpu("H100 SXM", "sm_90", 132, 3.35e12, 34e12, 600e-9, 132 * 128 * 1.98e9, 32, 64, 32, 228 * 1024)
+H200 = Gpu("H200", "sm_90", 132, 4.8e12, 34e12, 600e-9, 132 * 128 * 1.98e9, 32, 64, 32, 228 * 1024)
+MI300X = Gpu("MI300X", "gfx942", 304, 5.3e12, 81.7e12, 800e-9, 304 * 128 * 2.1e9, 64, 32, 16, 64 * 1024)
 
 
 @dataclass
