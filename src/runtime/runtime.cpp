@@ -66,6 +66,14 @@ thread_local handle bound_context = nullptr;
 // synchronized last with nothing enqueued since: what MLIR's create, launch,
 // synchronize, destroy sequence releases, without asking the driver again.
 thread_local handle acquired_stream = nullptr, acquired_context = nullptr, idle_stream = nullptr;
+// This thread's last function look-up (MLIR looks the same kernel up before
+// every launch): answered without the shared cache's lock and string key.
+struct function_lookup {
+  const void* rt = nullptr;
+  handle module = nullptr, function = nullptr;
+  std::string name;
+};
+thread_local function_lookup last_lookup;
 // Trivially destructible: global destructors (module unloads at exit) may
 // still record a failure after this thread's thread_local objects are gone.
 thread_local char latest_error[1024];
@@ -172,17 +180,31 @@ void runtime::handle_pool::put(handle h) {
   idle.push_back(h);
 }
 
+// A stream this thread released, idle, kept for its next acquire (MLIR makes and
+// destroys one per launch) without the pool's lock; back to the pool at thread exit.
+thread_local runtime::spare_stream runtime::spare_;
+
+runtime::spare_stream::~spare_stream() {
+  if (stream) owner->pools(context)->streams.put(stream);
+}
+
 handle runtime::acquire_stream() {
-  context_pools* p = current_pools();
-  if (!p) return nullptr;
-  handle s = pooling_ ? p->streams.take() : nullptr;
+  const handle bound = bound_epoch == device_epoch_.load() ? bound_context : nullptr;
+  handle s = nullptr;
+  if (pooling_ && bound && spare_.stream && spare_.owner == this && spare_.context == bound) {
+    s = spare_.stream, spare_.stream = nullptr;
+  } else {
+    context_pools* p = current_pools();
+    if (!p) return nullptr;
+    s = pooling_ ? p->streams.take() : nullptr;
+  }
   if (s) {
     ++stats_.stream_reuses;
   } else {
     if (!check(drv_.stream_create(&s), "creating a stream")) return nullptr;
     ++stats_.streams_created;
   }
-  acquired_stream = s, acquired_context = bound_epoch == device_epoch_.load() ? bound_context : nullptr;
+  acquired_stream = s, acquired_context = bound;
   return s;
 }
 
@@ -212,7 +234,8 @@ void runtime::release_stream(handle stream) {
   }
   if (stream == acquired_stream) acquired_stream = nullptr;
   if (stream == idle_stream) idle_stream = nullptr;
-  pools(context)->streams.put(stream);
+  if (!spare_.stream) spare_ = {this, context, stream};
+  else pools(context)->streams.put(stream);
 }
 
 handle runtime::acquire_event() {
@@ -282,15 +305,21 @@ void runtime::unload_module(handle module) {
 
 handle runtime::function(handle module, const char* name) {
   if (!module || !name) return fail("function lookup without a module or a name"), nullptr;
+  if (pooling_ && last_lookup.rt == this && last_lookup.module == module && last_lookup.name == name) {
+    ++stats_.function_cache_hits;
+    return last_lookup.function;
+  }
   std::lock_guard<std::mutex> lock(functions_mutex_);
   auto key = std::make_pair(module, std::string(name));
   if (auto it = functions_.find(key); pooling_ && it != functions_.end()) {
     ++stats_.function_cache_hits;
+    last_lookup = {this, module, it->second, key.second};
     return it->second;
   }
   handle f = nullptr;
   if (!check(drv_.module_get_function(&f, module, name), ("looking up kernel " + key.second).c_str())) return nullptr;
   ++stats_.function_lookups;
+  last_lookup = {this, module, f, key.second};
   functions_.insert_or_assign(std::move(key), f);
   return f;
 }

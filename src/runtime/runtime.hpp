@@ -125,6 +125,12 @@ class runtime {
   std::mutex contexts_mutex_;
   std::vector<std::pair<handle, std::unique_ptr<context_pools>>> contexts_;  // few: one per device
   context_pools* pools(handle context);                                      // nullptr if no context
+  struct spare_stream {                                                      // one idle stream per thread (runtime.cpp)
+    runtime* owner = nullptr;
+    handle context = nullptr, stream = nullptr;
+    ~spare_stream();
+  };
+  static thread_local spare_stream spare_;
   context_pools* current_pools();  // of the current context; nullptr (recorded) if none is current
 
   std::mutex modules_mutex_;
