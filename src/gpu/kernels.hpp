@@ -63,16 +63,13 @@ template <class E, int N> constexpr int matrix_alignment() {
   return bytes % 16 == 0 ? 16 : (bytes % 8 == 0 ? 8 : element_alignment<E>);
 }
 
-// One matrix, compile-time n = N: A is read from in (the caller's registers);
-// for family::inverse the inverse (transposed when the job says so) is written
-// to out; solve works in place on the job's x (which holds B).
-template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, int64_t b, const E* in, E* out) {
+// One matrix, compile-time n = N, in the caller's registers a (overwritten by
+// its factors); for family::inverse the inverse (transposed when the job says
+// so) is written to out; solve works in place on the job's x (which holds B).
+template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, int64_t b, E* a, E* out) {
   using L = lane_of<E>;
   constexpr int nn = N * N;
   constexpr shape<N, N> sq{};
-  E a[nn > 0 ? nn : 1];
-  TINYLA_UNROLL
-  for (int i = 0; i < nn; ++i) a[i] = in[i];
   det_accum<E> acc;
   L info = L(0);
   if constexpr (F == family::determinant) {
