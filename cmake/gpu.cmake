@@ -98,6 +98,16 @@ if(TINYLA_HIP)
   foreach(arch IN LISTS TINYLA_HIP_ARCHITECTURES)
     list(APPEND arch_flags --offload-arch=${arch})
   endforeach()
+  # A per-thread matrix is a private array, which clang promotes to registers
+  # only up to a number of VGPRs: under clang 22's default, float64 n = 6 and 8
+  # and float32 n = 6..8 stayed in scratch (gfx942 resource remarks); with 64,
+  # none of them. Only where this clang knows the option.
+  set(promote_flag -mllvm -amdgpu-promote-alloca-to-vector-max-regs=64)
+  execute_process(COMMAND "${TINYLA_HIP_CLANG}" ${promote_flag} -x c -E /dev/null -o /dev/null
+                  RESULT_VARIABLE promote_rc OUTPUT_QUIET ERROR_QUIET)
+  if(promote_rc EQUAL 0)
+    list(APPEND arch_flags ${promote_flag})
+  endif()
   set(bundle "${CMAKE_CURRENT_BINARY_DIR}/tinyla_hip_kernels.hipfb")
   # clang writes no dependency file for a device-only bundle: what kernels.cu includes.
   file(GLOB kernel_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/gpu/*.hpp ${PROJECT_SOURCE_DIR}/src/kernels/*.hpp

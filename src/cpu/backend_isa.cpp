@@ -226,13 +226,40 @@ template <class E> struct group_storage<E, -1> {
 };
 
 // Transposes `count` consecutive n x n matrices of C-real elements in place.
-// Out of line, on the output: touching the lane group's x here instead made
+// Out of line, on the output: touching the lane group's matrix here instead made
 // GCC keep the n = 3..8 inverses out of registers (inv at n = 4: 12 -> 21 ns).
 template <int C, class R> [[gnu::noinline]] void transpose_squares(R* m, int n, int count) {
   for (int w = 0; w < count; ++w, m += int64_t(n) * n * C)
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n; ++j)
         for (int c = 0; c < C; ++c) std::swap(m[(i * n + j) * C + c], m[(j * n + i) * C + c]);
+}
+
+// getri's last step on invert's Y (see invert in src/kernels/lu.hpp): columns
+// k and pivots[k] swapped, k = n-2 down to 0, each lane its own. For n < 8 by
+// selects over every candidate column, the lane group in registers
+// (swap_columns_in_lanes); larger n in the stored matrices, n moves a swap
+// (swap_columns_in_output): there the selects cost 10-20 % of the inverse.
+template <class E, class L> TINYLA_INLINE void swap_columns_in_lanes(E* a, const L* pivots, int n) {
+  for (int k = n - 2; k >= 0; --k)
+    for (int c = k + 1; c < n; ++c) {
+      const auto t = pivots[k] == L(c);
+      for (int r = 0; r < n; ++r) {
+        const E v = a[r * n + k], w = a[r * n + c];
+        a[r * n + k] = select(t, w, v);
+        a[r * n + c] = select(t, v, w);
+      }
+    }
+}
+// x: `count` consecutive n x n matrices of C-real elements, lane w's the w-th.
+template <int C, class L, class R> void swap_columns_in_output(R* x, const L* pivots, int n, int count) {
+  for (int w = 0; w < count; ++w, x += int64_t(n) * n * C)
+    for (int k = n - 2; k >= 0; --k) {
+      const int p = int(lane_get(pivots[k], w));
+      if (p != k)
+        for (int r = 0; r < n; ++r)
+          for (int c = 0; c < C; ++c) std::swap(x[(r * n + k) * C + c], x[(r * n + p) * C + c]);
+    }
 }
 
 // P = 2: register pairs, used for the determinant of the small sizes that
@@ -254,7 +281,9 @@ template <class T, int N, int P> void run_range(const job& jb, int64_t begin, in
   const int n = sq.n();
   const int64_t ka = int64_t(n) * n * C, kb = int64_t(n) * jb.nrhs * C;
   group_storage<E, fixed_size> a(int64_t(n) * n);
-  group_storage<E, fixed_size> x(jb.kind == op::inv || jb.kind == op::slogdet_inv ? int64_t(n) * n : 0);
+  const bool inverse = jb.kind == op::inv || jb.kind == op::slogdet_inv;
+  group_storage<L, N> pivots(inverse ? n : 0);  // invert's scratch
+  group_storage<E, N> column(inverse ? n : 0);
   group_storage<E, -1> rhs(jb.kind == op::solve ? int64_t(n) * jb.nrhs : 0);
 
   for (int64_t b = begin; b < end; b += W) {
@@ -272,8 +301,10 @@ template <class T, int N, int P> void run_range(const job& jb, int64_t begin, in
       case op::inv:
       case op::slogdet_inv:
         if constexpr (P > 1) __builtin_unreachable();  // determinants only (pair_registers)
-        store_info(jb.info, b, count, invert(sq, a.data(), x.data(), acc, jb.transpose_x));
-        unpack_group<R, V, P>(x.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
+        store_info(jb.info, b, count, invert(sq, a.data(), acc, pivots.data(), column.data(), jb.transpose_x));
+        if (n < 8) swap_columns_in_lanes(a.data(), pivots.data(), n);
+        unpack_group<R, V, P>(a.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
+        if (n >= 8) swap_columns_in_output<C>(static_cast<R*>(jb.x) + b * ka, pivots.data(), n, count);
         if (jb.transpose_x && n > 2) transpose_squares<C>(static_cast<R*>(jb.x) + b * ka, n, count);  // in L1
         break;
       case op::solve:

@@ -63,9 +63,24 @@ template <class E, int N> constexpr int matrix_alignment() {
   return bytes % 16 == 0 ? 16 : (bytes % 8 == 0 ? 8 : element_alignment<E>);
 }
 
+// Where getri's last step (see invert in lu.hpp) puts each column of Y:
+// pos[c] = the column of A^-1 that column c of Y becomes. Constant indices
+// only, so that pos stays in registers.
+template <int N, class L> TINYLA_HD void column_positions(const L* pivots, int* pos) {
+  TINYLA_UNROLL
+  for (int c = 0; c < N; ++c) pos[c] = c;
+  TINYLA_UNROLL
+  for (int k = N - 2; k >= 0; --k) {  // the swap of columns k and pivots[k], the last first
+    const int p = int(pivots[k]);
+    TINYLA_UNROLL
+    for (int c = 0; c < N; ++c) pos[c] = pos[c] == k ? p : (pos[c] == p ? k : pos[c]);
+  }
+}
+
 // One matrix, compile-time n = N, in the caller's registers a (overwritten by
 // its factors); for family::inverse the inverse (transposed when the job says
-// so) is written to out; solve works in place on the job's x (which holds B).
+// so) is written to out, each column of Y to its place (column_positions);
+// solve works in place on the job's x (which holds B).
 template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, int64_t b, E* a, E* out) {
   using L = lane_of<E>;
   constexpr int nn = N * N;
@@ -75,18 +90,18 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
   if constexpr (F == family::determinant) {
     acc = determinant(sq, a);
   } else if constexpr (F == family::inverse) {
-    E x[nn > 0 ? nn : 1];
-    info = invert(sq, a, x, acc, jb.transpose_x);  // n <= 2 transposes itself
-    // Constant indices on both branches: a run-time index would put out (registers) in local memory.
-    if (jb.transpose_x && N > 2) {
+    L pivots[N > 0 ? N : 1];
+    E column[N > 0 ? N : 1];
+    info = invert(sq, a, acc, pivots, column, jb.transpose_x);  // n <= 2 transposes itself
+    int pos[N > 0 ? N : 1];
+    column_positions<N>(pivots, pos);
+    // One loop, the transpose in the address: with a loop per branch clang merged
+    // them into one that indexed a at run time (gfx942: complex128 a in scratch).
+    const bool tr = jb.transpose_x && N > 2;
+    TINYLA_UNROLL
+    for (int i = 0; i < N; ++i) {
       TINYLA_UNROLL
-      for (int i = 0; i < N; ++i) {
-        TINYLA_UNROLL
-        for (int j = 0; j < N; ++j) out[j * N + i] = x[i * N + j];
-      }
-    } else {
-      TINYLA_UNROLL
-      for (int i = 0; i < nn; ++i) out[i] = x[i];
+      for (int j = 0; j < N; ++j) out[tr ? pos[j] * N + i : i * N + pos[j]] = a[i * N + j];
     }
   } else {
     info = solve(shape<N, -1>{N, int(jb.nrhs)}, a, static_cast<E*>(jb.x) + b * N * jb.nrhs, acc);
@@ -129,14 +144,6 @@ template <family F, int N, class E, class Block> TINYLA_HD void per_thread_kerne
 struct team_id {
   int rank, size;
 };
-
-// sum_{p<k} x[p * xs] * y[p * ys], rounded as subtract_dot_products in
-// src/kernels/lu.hpp forms each sum (k > 0).
-template <class E> TINYLA_HD E dot_product(int k, const E* x, int64_t xs, const E* y, int64_t ys) {
-  E sum = x[0] * y[0];
-  for (int p = 1; p < k; ++p) sum = sum + x[p * xs] * y[p * ys];
-  return sum;
-}
 
 // LU with partial pivoting of the n x n matrix a (row-major), in place:
 // U in the upper triangle, the multipliers L below it, the pivot row of step k
@@ -215,6 +222,31 @@ template <class E> TINYLA_HD void solve_column(int n, const E* lu, const int* pi
     for (int i = 0; i < n; ++i) col[i * ld] = nan_element<E>();
 }
 
+// Row i of A^-1 from team_factor's LU and pivots, into row[j * ld] (j < n):
+// the entries invert_factored in lu.hpp computes, each with the same
+// operations in the same order (rows are independent: a thread per row).
+template <class E>
+TINYLA_HD void inverse_row(int n, int i, const E* lu, const int* piv, E* row, int64_t ld, bool singular) {
+  const auto at = [&](int, int p) -> E& { return row[p * ld]; };
+  for (int j = 0; j < i; ++j) row[j * ld] = make_element<E>(0.0);
+  for (int j = i; j < n; ++j) {  // U^-1
+    E sum[1] = {make_element<E>(0.0)};
+    if (j > i) staggered_sums<1>(i, j, sum, at, [&](int, int p) { return lu[p * n + j]; });
+    row[j * ld] = inverse_of_u_entry(j == i, sum[0], pivot_inverse<E>(lu[j * n + j]));
+  }
+  for (int j = n - 2; j >= 0; --j)  // times L^-1
+    subtract_dot_products_group<1, E>(
+        n - 1 - j, 0, [&](int) -> E& { return row[j * ld]; }, [&](int, int p) { return row[(j + 1 + p) * ld]; },
+        [&](int, int p) { return lu[(j + 1 + p) * n + j]; });
+  for (int k = n - 2; k >= 0; --k)  // the row swaps undone on the columns
+    if (piv[k] != k) {
+      const E u = row[k * ld];
+      row[k * ld] = row[piv[k] * ld], row[piv[k] * ld] = u;
+    }
+  if (singular)
+    for (int j = 0; j < n; ++j) row[j * ld] = nan_element<E>();
+}
+
 // workspace: null when the matrices fit in shared memory (plan_launch), else
 // blocks() * teams matrices of global scratch.
 template <family F, class E, class Block>
@@ -250,18 +282,15 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     det_accum<E> acc;
     const L info = team_factor(blk, tm, n, lu, piv, best_val, best_row, acc);
     if (active) {
-      if constexpr (F != family::determinant) {
-        const int m = F == family::solve ? int(jb.nrhs) : n;
-        // Column j of the solution; for an inverse, column j of the identity,
-        // stored as row j when the transpose is asked for.
-        const bool tr = F == family::inverse && jb.transpose_x;
-        for (int j = tm.rank; j < m; j += team_size) {
-          E* col = x + b * nx + (tr ? int64_t(j) * n : j);
-          const int64_t ld = tr ? 1 : m;
-          if constexpr (F == family::inverse)
-            for (int i = 0; i < n; ++i) col[i * ld] = make_element<E>(i == j ? 1.0 : 0.0);
-          solve_column(n, lu, piv, col, ld, info != L(0));
-        }
+      if constexpr (F == family::inverse) {
+        // Row i of the inverse, stored as column i when the transpose is asked
+        // for (then the team's threads write consecutive elements).
+        const bool tr = jb.transpose_x;
+        for (int i = tm.rank; i < n; i += team_size)
+          inverse_row(n, i, lu, piv, x + b * nx + (tr ? i : int64_t(i) * n), tr ? n : 1, info != L(0));
+      } else if constexpr (F == family::solve) {
+        const int m = int(jb.nrhs);
+        for (int j = tm.rank; j < m; j += team_size) solve_column(n, lu, piv, x + b * nx + j, m, info != L(0));
       }
       if (tm.rank == 0) store_outputs(jb, b, acc, info);
     }

@@ -40,13 +40,16 @@ template <class T> TINYLA_HD T min_of(T a, T b) { return a < b ? a : b; }
 // ---- launch configuration (the table to tune) --------------------------------------
 
 inline constexpr int max_per_thread_n = 8;
-// ... and only while the matrices a thread keeps live fit in this many 32-bit
-// registers (A, plus X for an inverse; a solve's B stays in global memory):
-// past that the compiler spills them to local memory (measured with ptxas -v
-// on sm_90: complex128 n = 6 inverses spill, n = 5 use 254 registers).
-inline constexpr int per_thread_register_budget = 200;
+// ... and only while what a thread keeps live fits in this many 32-bit
+// registers (A; for an inverse, computed in place, also one column and the
+// n pivot rows; a solve's B stays in global memory): past that the compiler
+// spills to local memory (ptxas -v on sm_90: float64 n = 8 inverses take
+// 254 registers, complex128 n = 6 spill 16 bytes).
+inline constexpr int per_thread_register_budget = 160;
 template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
-  const int64_t words = (f == family::inverse ? 2 : 1) * n * n * int64_t(sizeof(E)) / 4;
+  const int64_t elements = n * n + (f == family::inverse ? n : 0);
+  const int64_t pivot_bytes = f == family::inverse ? n * int64_t(sizeof(lane_of<E>)) : 0;
+  const int64_t words = (elements * int64_t(sizeof(E)) + pivot_bytes) / 4;
   return n <= max_per_thread_n && words <= per_thread_register_budget;
 }
 // Matrices (= threads) per block of the per-thread kernel, by n, for elements

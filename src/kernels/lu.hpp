@@ -13,7 +13,8 @@
 //   underflow in intermediate products;
 // - n = 1 and n = 2 use closed forms (n = 2: Kahan's fma-compensated ad - bc,
 //   from entries split into mantissa * 2^exponent where any is out of range);
-// - info = 1-based index of the first exactly-zero pivot (0 if none).
+// - info = 1-based index of the first exactly-zero pivot (0 if none);
+// - the inverse is formed in place as LAPACK's getri forms it (invert).
 #pragma once
 
 #include "kernels/lane_math.hpp"
@@ -146,6 +147,15 @@ TINYLA_HD void subtract_dot_products(int k, int count, Out out, X x, Y y) {
   for (; e0 < count; ++e0) subtract_dot_products_group<1, E>(k, e0, out, x, y);
 }
 
+// sum_{p<k} x[p * xs] * y[p * ys] (k > 0), formed as subtract_dot_products
+// forms each sum: the first product, then the others added, p ascending.
+template <class E> TINYLA_HD E dot_product(int k, const E* x, long long xs, const E* y, long long ys) {
+  E sum = x[0] * y[0];
+  TINYLA_UNROLL_INNER
+  for (int p = 1; p < k; ++p) sum = sum + x[p * xs] * y[p * ys];
+  return sum;
+}
+
 // Gaussian elimination with partial pivoting on [A | B] in Crout's
 // (left-looking) order: at step k, column k below the diagonal and then row k
 // right of it receive all earlier steps at once, as sums of products
@@ -155,12 +165,14 @@ TINYLA_HD void subtract_dot_products(int k, int count, Out out, X x, Y y) {
 // (more often from n = 6), where the right-looking fused update often left a
 // rounding residue (bench/exact_singularity.py counts both).
 // A becomes L (strictly below the diagonal, unit diagonal implied) and U; B
-// becomes L^-1 P B. Multiplies det(A) into acc; returns info.
+// becomes L^-1 P B. Multiplies det(A) into acc; returns info. pivots (if not
+// null) receives the row swapped with row k at step k.
 // The one other form of this elimination: team_factor in src/gpu/kernels.hpp,
 // the same operations in the same order spread over a team of GPU threads
 // (one column update per thread per step). Change both together: the GpuKernels
 // tests compare their bits with this one's.
-template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_accum<E>& acc) {
+template <class S, class E>
+TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_accum<E>& acc, lane_of<E>* pivots = nullptr) {
   using L = lane_of<E>;
   constexpr int R = element_traits<E>::is_complex ? 2 : 4;
   const int n = s.n(), m = s.m();
@@ -197,6 +209,7 @@ template <class S, class E> TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_
     subtract_dot_products<R, E>(
         k, m, [&](int e) -> E& { return b[k * m + e]; }, [&](int, int p) { return a[k * n + p]; },
         [&](int e, int p) { return b[p * m + e]; });
+    if (pivots) pivots[k] = piv;
     acc.flip(piv != L(k));
     const pivot_inverse<E> pinv(a[k * n + k]);
     acc.multiply(pinv.p);
@@ -449,23 +462,106 @@ template <class E> TINYLA_HD lane_of<E> invert_2x2(const E* a, E* x, det_accum<E
   return info;
 }
 
-// X = A^-1 (x: n x n, need not be initialised); a is overwritten. For n = 2,
-// transposed writes (A^-1)^T instead; larger n ignore it (the caller transposes).
-template <int N, class E>
-TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, E* x, det_accum<E>& acc, bool transposed = false) {
-  if constexpr (N == 2) {
-    return invert_2x2(a, x, acc, transposed);
-  } else {
-    const int n = s.n();
-    if constexpr (N < 0)
-      if (n == 2) return invert_2x2(a, x, acc, transposed);
+// ---- inverse in place (LAPACK getri's scheme) --------------------------------------
+
+// sum[r] = sum_{p = lo + r}^{hi - 1} x(r, p) * y(r, p) for r < G, summed from
+// p = hi - 1 down (the first product, then the others added): G sums of
+// staggered lengths kept in flight together. Every sum has a term: G <= hi - lo.
+template <int G, class E, class X, class Y> TINYLA_HD void staggered_sums(int lo, int hi, E* sum, X x, Y y) {
+  TINYLA_UNROLL
+  for (int r = 0; r < G; ++r) sum[r] = x(r, hi - 1) * y(r, hi - 1);
+  TINYLA_UNROLL_INNER
+  for (int p = hi - 2; p >= lo + G - 1; --p) {
     TINYLA_UNROLL
-    for (int i = 0; i < n; ++i) {
-      TINYLA_UNROLL
-      for (int j = 0; j < n; ++j) x[i * n + j] = make_element<E>(i == j ? 1.0 : 0.0);
-    }
-    return solve(s, a, x, acc);
+    for (int r = 0; r < G; ++r) sum[r] = sum[r] + x(r, p) * y(r, p);
   }
+  TINYLA_UNROLL
+  for (int p = (hi - 2 < lo + G - 2 ? hi - 2 : lo + G - 2); p >= lo; --p) {
+    TINYLA_UNROLL
+    for (int r = 0; r <= p - lo; ++r) sum[r] = sum[r] + x(r, p) * y(r, p);
+  }
+}
+
+// The entries of the inverse, in the two forms that compute them: invert_factored
+// (a lane group, in place, column by column) and the GPU team kernel (a thread
+// per row). Row i of X = U^-1 solves X U = I from the left:
+//   X[i][j] = (delta_ij - sum_{p=i}^{j-1} X[i][p] U[p][j]) / U[j][j]   (j >= i),
+// `sum` that sum as staggered_sums forms it (none when i == j);
+template <class E> TINYLA_HD E inverse_of_u_entry(bool diagonal, E sum, const pivot_inverse<E>& u_jj) {
+  return u_jj.apply(diagonal ? make_element<E>(1.0) : make_element<E>(0.0) - sum);
+}
+// then row i of Y = A^-1 P^T = U^-1 L^-1 solves Y L = X from the right:
+//   Y[i][j] = X[i][j] - sum_{p>j} Y[i][p] L[p][j]   (X[i][j] = 0 for j < i),
+// the sum as subtract_dot_products forms it, p ascending.
+
+// Y = A^-1 P^T in place from eliminate's factors (one n x n array and one
+// column: a thread's inverse fits in its registers), in LAPACK getri's order:
+// U^-1 column by column from the left, each column's rows top down (an entry
+// overwrites the U entry that only the rows above it read); then Y L = U^-1
+// column by column from the right, L's column moved to `column` first.
+template <class S, class E> TINYLA_HD void invert_factored(S s, E* a, E* column) {
+  constexpr int R = element_traits<E>::is_complex ? 2 : 4;
+  const int n = s.n();
+  TINYLA_UNROLL
+  for (int j = 0; j < n; ++j) {
+    const pivot_inverse<E> u_jj(a[j * n + j]);
+    const auto x = [&](int i0) { return [=](int r, int p) { return a[(i0 + r) * n + p]; }; };
+    const auto u = [&](int, int p) { return a[p * n + j]; };
+    int i0 = 0;
+    TINYLA_UNROLL
+    for (; i0 + R <= j; i0 += R) {  // rows i0 .. i0+R-1 together: all sums, then the stores
+      E sum[R];
+      staggered_sums<R>(i0, j, sum, x(i0), u);
+      TINYLA_UNROLL
+      for (int r = 0; r < R; ++r) a[(i0 + r) * n + j] = inverse_of_u_entry(false, sum[r], u_jj);
+    }
+    TINYLA_UNROLL
+    for (; i0 < j; ++i0) {
+      E sum[1];
+      staggered_sums<1>(i0, j, sum, x(i0), u);
+      a[i0 * n + j] = inverse_of_u_entry(false, sum[0], u_jj);
+    }
+    a[j * n + j] = inverse_of_u_entry(true, make_element<E>(0.0), u_jj);
+  }
+  TINYLA_UNROLL
+  for (int j = n - 2; j >= 0; --j) {
+    TINYLA_UNROLL
+    for (int p = j + 1; p < n; ++p) column[p] = a[p * n + j], a[p * n + j] = make_element<E>(0.0);
+    subtract_dot_products<R, E>(
+        n - 1 - j, n, [&](int i) -> E& { return a[i * n + j]; }, [&](int i, int p) { return a[i * n + j + 1 + p]; },
+        [&](int, int p) { return column[j + 1 + p]; });
+  }
+}
+
+// A^-1 in place, but for getri's last step, which the caller takes as it
+// stores the result: a becomes Y = A^-1 P^T, and A^-1 is Y with its columns k
+// and pivots[k] swapped for k = n-2 down to 0 (for_each_column_position says
+// where each column goes). Swapping them here, with selects in every lane,
+// cost as much as the rest of the inverse; in memory a lane's swaps are n
+// moves each. For n = 2 with transposed, a is the transpose (larger n ignore
+// transposed: the caller transposes). pivots and column: n elements of
+// scratch each. Returns info as solve does (the inverse NaN-filled where singular).
+template <int N, class E> TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, det_accum<E>& acc, lane_of<E>* pivots,
+                                                      E* column, bool transposed = false) {
+  using L = lane_of<E>;
+  const int n = s.n();
+  if (N == 2 || (N < 0 && n == 2)) {
+    if constexpr (may_be_2x2<shape<N, N>>()) {
+      E x[4];
+      const L info = invert_2x2(a, x, acc, transposed);
+      for (int j = 0; j < 4; ++j) a[j] = x[j];
+      pivots[0] = L(0);
+      return info;
+    }
+  }
+  const L info = eliminate(shape<N, 0>{n, 0}, a, static_cast<E*>(nullptr), acc, pivots);
+  invert_factored(s, a, column);
+  const auto singular = info != L(0);
+  if (any_of(singular)) {
+    TINYLA_UNROLL
+    for (int j = 0; j < n * n; ++j) a[j] = select(singular, nan_element<E>(), a[j]);
+  }
+  return info;
 }
 
 }  // namespace tinyla::TINYLA_KERNEL_NS
