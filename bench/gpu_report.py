@@ -11,9 +11,9 @@ of a CMake build folder) and the launch plans (tinyla_gpu_plans, built from src/
   shared memory), the theoretical occupancy and which limit binds, and a prediction: the
   longest of (bytes moved) / (HBM bandwidth), (flops) / (FP64 peak), (bytes read) / (the
   bandwidth the loads in flight can draw by Little's law: resident threads x loads in flight x
-  bytes per load / memory latency, per SM or CU), and for the team kernel (shared-memory
-  operands of its LU's dot products) / (shared-memory bandwidth) and (its solves' accesses to
-  global memory, counted by sector) / (L1 bandwidth, taken as shared memory's).
+  bytes per load / memory latency, per SM or CU), and for the team kernel (the shared-memory
+  operands of its dot products) / (shared-memory bandwidth) and (its inverse's and solves'
+  accesses to global memory, counted by sector) / (L1 bandwidth, taken as shared memory's).
 The prediction is an optimistic bound from static facts, not a timing: scripts/gpu-check prints
 measured times beside it on a GPU (--measured).
 
@@ -275,18 +275,20 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         "loads in flight": batch * read / little if little else math.inf,
     }
     if plan.team > 1:
-        # The LU's dot products read both operands from shared memory.
+        # The LU's dot products read both operands from shared memory, the inverse's and
+        # the solves' one (the factors; the other is their output, in global memory).
         e = ELEMENT_BYTES[plan.dtype]
         fmas = flops / 2 / (1 if plan.dtype.startswith("f") else 4)  # of the element type
         lu_fmas = fmas if plan.op == "slogdet" else fmas / 3
-        times["shared memory"] = batch * lu_fmas * 2 * e / g.shared_bytes_per_s
-        # The solves work on their columns in global memory, about n^2 accesses per column,
-        # counted at L1 speed (optimistic): a whole 32-byte sector each where a team's threads
-        # touch different rows (transposed output), the element where they touch one row.
+        times["shared memory"] = batch * (2 * lu_fmas + (fmas - lu_fmas)) * e / g.shared_bytes_per_s
+        # The inverse (a row per thread) and the solves (a column per thread) work in global
+        # memory, about n^2 accesses per row or column, counted at L1 speed (optimistic): a
+        # whole 32-byte sector each where a team's threads touch different rows of the output
+        # (inv), the element where they touch consecutive ones (A^-T's rows are its columns).
         if plan.op != "slogdet":
-            columns = plan.n if plan.op != "solve" else 1
-            access = max(32, e) if plan.op == "slogdet_inv" else e
-            times["solve in L1"] = batch * columns * plan.n ** 2 * access / g.shared_bytes_per_s
+            vectors = plan.n if plan.op != "solve" else 1
+            access = max(32, e) if plan.op == "inv" else e
+            times["solve in L1"] = batch * vectors * plan.n ** 2 * access / g.shared_bytes_per_s
     bound = max(times, key=times.get)
     seconds = times[bound]
     return Prediction(resident, limit, filled, seconds, bound, batch * (read + write) / seconds / g.hbm_bytes_per_s)
@@ -410,7 +412,7 @@ def main() -> int:
               f"registers; predicted time = max(bytes / HBM, flops / FP64 peak, bytes read / Little's-law "
               f"bandwidth of the loads in flight (latency {H100.latency_s * 1e9:.0f} ns on H100, "
               f"{MI300X.latency_s * 1e9:.0f} ns on MI300X, assumed); team kernel: also shared-memory operands / "
-              f"shared-memory bandwidth, and its solves' global accesses (by sector) / L1 bandwidth):")
+              f"shared-memory bandwidth, and its inverse's and solves' global accesses (by sector) / L1 bandwidth):")
     print("\n".join(workload_table(rows)))
     if args.measured:
         g = {"H100": H100, "H200": H200, "MI300X": MI300X}[args.measured_on]
