@@ -44,7 +44,7 @@ inline constexpr int max_per_thread_n = 8;
 // registers (A; for an inverse, computed in place, also one column and the
 // n pivot rows; a solve's B stays in global memory): past that the compiler
 // spills to local memory (ptxas -v on sm_90: float64 n = 8 inverses take
-// 254 registers, complex128 n = 6 spill 16 bytes).
+// 210 registers, complex128 n = 6 spilled 16 bytes).
 inline constexpr int per_thread_register_budget = 160;
 template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
   const int64_t elements = n * n + (f == family::inverse ? n : 0);

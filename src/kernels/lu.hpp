@@ -533,14 +533,14 @@ template <class S, class E> TINYLA_HD void invert_factored(S s, E* a, E* column)
   }
 }
 
-// A^-1 in place, but for getri's last step, which the caller takes as it
-// stores the result: a becomes Y = A^-1 P^T, and A^-1 is Y with its columns k
-// and pivots[k] swapped for k = n-2 down to 0 (for_each_column_position says
-// where each column goes). Swapping them here, with selects in every lane,
-// cost as much as the rest of the inverse; in memory a lane's swaps are n
-// moves each. For n = 2 with transposed, a is the transpose (larger n ignore
-// transposed: the caller transposes). pivots and column: n elements of
-// scratch each. Returns info as solve does (the inverse NaN-filled where singular).
+// A^-1 in place, but for getri's last step, which the caller takes where it
+// is cheap: a becomes Y = A^-1 P^T, and A^-1 is Y with its columns k and
+// pivots[k] swapped for k = n-2 down to 0 (the CPU backend: selects in the
+// lanes for small n, moves in the stored matrices for larger; a GPU thread:
+// each column stored to its place, column_positions). For n = 2 with
+// transposed, a is the transpose (larger n ignore transposed: the caller
+// transposes). pivots and column: n elements of scratch each. Returns info as
+// solve does (the inverse NaN-filled where singular).
 template <int N, class E> TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, det_accum<E>& acc, lane_of<E>* pivots,
                                                       E* column, bool transposed = false) {
   using L = lane_of<E>;
