@@ -242,14 +242,7 @@ template <int C, class R> [[gnu::noinline]] void transpose_squares(R* m, int n, 
 // (swap_columns_in_output): there the selects cost 10-20 % of the inverse.
 template <class E, class L> TINYLA_INLINE void swap_columns_in_lanes(E* a, const L* pivots, int n) {
   for (int k = n - 2; k >= 0; --k)
-    for (int c = k + 1; c < n; ++c) {
-      const auto t = pivots[k] == L(c);
-      for (int r = 0; r < n; ++r) {
-        const E v = a[r * n + k], w = a[r * n + c];
-        a[r * n + k] = select(t, w, v);
-        a[r * n + c] = select(t, v, w);
-      }
-    }
+    for (int c = k + 1; c < n; ++c) swap_where(pivots[k] == L(c), a + k, a + c, n, n);
 }
 // x: `count` consecutive n x n matrices of C-real elements, lane w's the w-th.
 template <int C, class L, class R> void swap_columns_in_output(R* x, const L* pivots, int n, int count) {

@@ -103,12 +103,13 @@ template <class E> struct pivot_inverse {
   }
 };
 
-template <class E, class M> TINYLA_HD void swap_where(M t, E* x, E* y, int len) {
+// Swaps x[j * stride] and y[j * stride], j < len, in the lanes where t holds.
+template <class E, class M> TINYLA_HD void swap_where(M t, E* x, E* y, int len, int stride = 1) {
   TINYLA_UNROLL_INNER
   for (int j = 0; j < len; ++j) {
-    E u = x[j], v = y[j];
-    x[j] = select(t, v, u);
-    y[j] = select(t, u, v);
+    E u = x[j * stride], v = y[j * stride];
+    x[j * stride] = select(t, v, u);
+    y[j * stride] = select(t, u, v);
   }
 }
 
