@@ -58,9 +58,10 @@ if(TINYLA_CUDA)
   endif()
   set(fatbin "${CMAKE_CURRENT_BINARY_DIR}/tinyla_cuda_kernels.fatbin")
   # relaxed-constexpr: std::numeric_limits in device code; 1675: the kernels'
-  # GCC unroll pragmas (for the CPU build) are not nvcc's.
+  # GCC unroll pragmas (for the CPU build) are not nvcc's. --threads 0: the
+  # architectures compile in parallel (each takes a minute).
   add_custom_command(OUTPUT "${fatbin}"
-    COMMAND "${TINYLA_NVCC}" --fatbin -std=c++20 -O3 --expt-relaxed-constexpr -fmad=false -diag-suppress=1675
+    COMMAND "${TINYLA_NVCC}" --fatbin --threads 0 -std=c++20 -O3 --expt-relaxed-constexpr -fmad=false -diag-suppress=1675
             ${gencode} ${tinyla_gpu_def_flags} ${tinyla_gpu_includes}
             -MD -MF "${fatbin}.d" "${tinyla_gpu_kernels_source}" -o "${fatbin}"
     DEPFILE "${fatbin}.d" DEPENDS "${tinyla_gpu_kernels_source}"

@@ -77,7 +77,19 @@ template <class T, int W> struct simd {
 // does not always turn the generic per-lane loops into one instruction),
 // per-lane builtins otherwise. Overload resolution prefers the intrinsics.
 namespace native_ops {
-template <class V> TINYLA_INLINE V fma(V a, V b, V c) {
+// Without FMA instructions (x86-64-v2's vec128) each lane's fma is a libm call
+// that clobbers every vector register: kept out of line, one call per vector
+// operation, it spares the caller the spills around each lane's call. Inlined,
+// it doubled the translation unit's code and compile time, for no speed (the
+// libm calls dominate: the same time per matrix either way, measured with
+// glibc's software fma).
+template <class V>
+#if defined(__x86_64__) && !defined(__FMA__)
+__attribute__((noinline))
+#else
+TINYLA_INLINE
+#endif
+V fma(V a, V b, V c) {
   V r;
   for (int i = 0; i < int(sizeof(V) / sizeof(a[0])); ++i) {
     if constexpr (sizeof(a[0]) == 4) r[i] = __builtin_fmaf(a[i], b[i], c[i]);

@@ -1,17 +1,10 @@
-// The GPU kernels run on the host: every GPU thread a host thread, the block
-// barrier a std::barrier, shared memory a host buffer. The kernel bodies,
-// their launch plan (src/gpu/kernels.hpp) and the grid-stride loops are the
-// code the CUDA/HIP build compiles; here they must give the CPU backend's
-// bits (same src/kernels math), on a grid smaller than the batch so that
-// every block strides.
+// The GPU kernels, run on the host (gpu_emulation.hpp), must give the CPU
+// backend's bits: the same src/kernels math.
 #include <gtest/gtest.h>
-
-#include <barrier>
-#include <thread>
 
 #include "all_ops.hpp"
 #include "cpu/dispatch.hpp"
-#include "gpu/kernels.hpp"
+#include "gpu_emulation.hpp"
 
 namespace {
 
@@ -21,49 +14,9 @@ namespace kern = tinyla::TINYLA_KERNEL_NS;
 // The kernels' element type for T (complex: cplx, layout-compatible).
 template <class T> using element_of = kern::kernel_element<T>;
 
-struct host_block {
-  int tid, nthreads;
-  int64_t bid, nblocks;
-  std::barrier<>* bar;
-  void* smem;
-  int thread() const { return tid; }
-  int threads() const { return nthreads; }
-  int64_t block() const { return bid; }
-  int64_t blocks() const { return nblocks; }
-  void sync() { bar->arrive_and_wait(); }
-  void* shared() const { return smem; }
-};
-
-// Runs body(block) for every thread of `blocks` blocks, one block at a time.
-template <class Body> void run_grid(int64_t blocks, int threads, int64_t shared_bytes, Body body) {
-  std::vector<std::max_align_t> smem(size_t(shared_bytes) / sizeof(std::max_align_t) + 1);
-  for (int64_t b = 0; b < blocks; ++b) {
-    std::barrier<> bar(threads);
-    std::vector<std::jthread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        host_block blk{t, threads, b, blocks, &bar, smem.data()};
-        body(blk);
-      });
-  }
-}
-
 // The kernels planned with `options`, on at most max_blocks blocks.
 template <class T> auto emulated_gpu(int64_t max_blocks, kern::plan_options options = {}) {
-  return [=](tinyla::dtype, const tinyla::job& jb) {
-    if (tinyla_status s = tinyla::validate(tinyla::dtype_of<T>, jb); s != TINYLA_OK) return s;
-    using E = element_of<T>;
-    const kern::launch_plan plan = kern::plan_launch<E>(jb, options);
-    if (plan.blocks == 0) return TINYLA_OK;
-    std::vector<E> workspace(size_t(plan.workspace_bytes) / sizeof(E));
-    kern::dispatch_kernel<E>(jb, plan, [&]<kern::family F, int N>() {
-      run_grid(std::min(plan.blocks, max_blocks), plan.block_threads, plan.shared_bytes, [&](host_block& blk) {
-        if constexpr (N >= 0) kern::per_thread_kernel<F, N, E>(blk, jb);
-        else kern::team_kernel<F, E>(blk, jb, plan.team_size, workspace.empty() ? nullptr : workspace.data());
-      });
-    });
-    return TINYLA_OK;
-  };
+  return [=](tinyla::dtype, const tinyla::job& jb) { return gpu_emulation::run<T>(jb, max_blocks, options); };
 }
 
 template <class T> class GpuKernels : public ::testing::Test {

@@ -1,0 +1,19 @@
+// The GPU kernels run on the host: every GPU thread a host thread, the block
+// barrier a std::barrier, shared memory a host buffer (gpu_emulation.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/plan.hpp"
+#include "job.hpp"
+
+namespace gpu_emulation {
+
+// Runs job jb as the GPU backend would launch it for element type T (planned with
+// `options`), on at most max_blocks blocks. Defined for float, double and their
+// complex types, each in its own translation unit (one instantiation of every
+// kernel is most of the test build's time).
+template <class T>
+tinyla_status run(const tinyla::job& jb, std::int64_t max_blocks, tinyla::TINYLA_KERNEL_NS::plan_options options);
+
+}  // namespace gpu_emulation
