@@ -177,6 +177,6 @@ def test_complex_nan_part_beside_inf_is_nan(n):
 def test_third_derivatives_match_jnp(n):
     """Any order: the closed forms' rules are element-wise code, differentiated again."""
     a = jnp.asarray(random_matrices((n, n), np.float64, seed=5)) + 2 * jnp.eye(n)
-    ours = jax.jacfwd(jax.hessian(lambda x: tlj.slogdet(x)[1]))(a)
-    theirs = jax.jacfwd(jax.hessian(lambda x: jnp.linalg.slogdet(x)[1]))(a)
+    ours = jax.jit(jax.jacfwd(jax.hessian(lambda x: tlj.slogdet(x)[1])))(a)
+    theirs = jax.jit(jax.jacfwd(jax.hessian(lambda x: jnp.linalg.slogdet(x)[1])))(a)
     np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-10)

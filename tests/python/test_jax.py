@@ -195,23 +195,28 @@ def test_derivatives_match_finite_differences(name, n, dtype):
 # size: the rules are dtype-generic, float64/complex128 check their math at every size.
 @pytest.mark.parametrize("name,n,dtype", cases([np.float64, np.complex128], [1, 2, 3, 4]) + cases([np.float32], [3]))
 def test_derivatives_match_jnp(name, n, dtype):
-    """grad, jvp, vjp, jacfwd, jacrev, hessian against jnp.linalg's own rules."""
+    """grad, jvp, vjp, jacfwd, jacrev, hessian against jnp.linalg's own rules. Each one jit'ed,
+    as models use them (op by op took twice as long; the finite-difference test above runs
+    the rules eagerly)."""
     ours, theirs = FUNCTIONS[name]
     a = jnp.asarray(random_matrices((3, n, n), dtype, seed=10 + n))
     da = jnp.asarray(random_matrices((3, n, n), dtype, seed=20 + n))
     tol = dict(rtol=2e3 * eps(dtype), atol=2e3 * eps(dtype))
+
+    def both(transform, *args):
+        return jax.jit(transform(ours))(*args), jax.jit(transform(theirs))(*args)
+
     real_sum = lambda f: (lambda x: jnp.sum(jnp.real(f(x))))  # noqa: E731
-    np.testing.assert_allclose(jax.grad(real_sum(ours))(a), jax.grad(real_sum(theirs))(a), **tol)
-    np.testing.assert_allclose(jax.jvp(ours, (a,), (da,))[1], jax.jvp(theirs, (a,), (da,))[1], **tol)
-    y, pullback = jax.vjp(ours, a)
-    y_ref, pullback_ref = jax.vjp(theirs, a)
-    np.testing.assert_allclose(pullback(jnp.ones_like(y))[0], pullback_ref(jnp.ones_like(y_ref))[0], **tol)
+    np.testing.assert_allclose(*both(lambda f: jax.grad(real_sum(f)), a), **tol)
+    np.testing.assert_allclose(*both(lambda f: lambda a, da: jax.jvp(f, (a,), (da,))[1], a, da), **tol)
+    pullback_of_ones = lambda f: lambda a: jax.vjp(f, a)[1](jnp.ones_like(f(a)))[0]  # noqa: E731
+    np.testing.assert_allclose(*both(pullback_of_ones, a), **tol)
     one = a[0]
     if not np.issubdtype(dtype, np.complexfloating):  # jacfwd / jacrev / hessian want real inputs
-        np.testing.assert_allclose(jax.jacfwd(ours)(one), jax.jacfwd(theirs)(one), **tol)
-        np.testing.assert_allclose(jax.jacrev(ours)(one), jax.jacrev(theirs)(one), **tol)
+        np.testing.assert_allclose(*both(jax.jacfwd, one), **tol)
+        np.testing.assert_allclose(*both(jax.jacrev, one), **tol)
         if np.ndim(ours(one)) == 0:
-            np.testing.assert_allclose(jax.hessian(ours)(one), jax.hessian(theirs)(one), **tol)
+            np.testing.assert_allclose(*both(jax.hessian, one), **tol)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 6])

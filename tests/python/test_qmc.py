@@ -75,12 +75,14 @@ def test_slogdet_sum_derivatives(dtype):
 
     ours = lambda x0, x1, w: tlj.slogdet_sum([x0, x1], w)[1]  # noqa: E731
     args = (*map(jnp.asarray, xs), w)
+    # jit'ed (op by op, the reference's Hessian alone took seconds); check_grads runs eagerly
     for argnum in range(3):
-        np.testing.assert_allclose(jax.grad(lambda *a: ours(*a).sum(), argnum)(*args),
-                                   jax.grad(lambda *a: ref(*a).sum(), argnum)(*args), rtol=1e-9, atol=1e-12)
-    h = jax.hessian(lambda x: ours(x, args[1], w).sum())(args[0]) if dtype == np.float64 else None
-    if h is not None:
-        np.testing.assert_allclose(h, jax.hessian(lambda x: ref(x, args[1], w).sum())(args[0]), rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(jax.jit(jax.grad(lambda *a: ours(*a).sum(), argnum))(*args),
+                                   jax.jit(jax.grad(lambda *a: ref(*a).sum(), argnum))(*args), rtol=1e-9, atol=1e-12)
+    if dtype == np.float64:
+        np.testing.assert_allclose(jax.jit(jax.hessian(lambda x: ours(x, args[1], w).sum()))(args[0]),
+                                   jax.jit(jax.hessian(lambda x: ref(x, args[1], w).sum()))(args[0]),
+                                   rtol=1e-8, atol=1e-10)
     check_grads(lambda x0: ours(x0, args[1], w), (args[0],), order=2, modes=("fwd", "rev"),
                               atol=1e-6, rtol=1e-6, eps=1e-5)
 
@@ -105,6 +107,11 @@ def slater(n, one_electron: bool, seed=0):
     return orbitals
 
 
+def hessian_trace(f):
+    """The reference Laplacian, jit'ed (op by op it took seconds per test)."""
+    return jax.jit(lambda x: jnp.trace(jax.hessian(f)(x)))
+
+
 # n = 1, 2: the closed forms; 3, 8: compile-time-size kernels; 32: a run-time-size one
 @pytest.mark.parametrize("n", [1, 2, 3, 8, 32])
 @pytest.mark.parametrize("one_electron", [True, False])
@@ -113,8 +120,8 @@ def test_folx_laplacian_equals_hessian_trace(n, one_electron):
     f = lambda x: tlj.slogdet(orbitals(x.reshape(n, 3)))[1]  # noqa: E731
     x = jnp.asarray(np.random.default_rng(n).standard_normal(3 * n))
     result = jax.jit(folx.forward_laplacian(f))(x)
-    np.testing.assert_allclose(result.laplacian, jnp.trace(jax.hessian(f)(x)), rtol=1e-10)
-    np.testing.assert_allclose(result.jacobian.dense_array, jax.grad(f)(x), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(result.laplacian, hessian_trace(f)(x), rtol=1e-10)
+    np.testing.assert_allclose(result.jacobian.dense_array, jax.jit(jax.grad(f))(x), rtol=1e-10, atol=1e-12)
     hlo = jax.jit(folx.forward_laplacian(f)).lower(x).as_text()
     if n >= 3:  # the rule's one fused call, not folx's generic path (closed forms below 3)
         assert hlo.count("tinyla_slogdet_inv_transposed") >= 1 and "tinyla_inv" not in hlo.replace(
@@ -129,7 +136,7 @@ def test_folx_det_and_slogdet_sum():
               lambda x: tlj.slogdet_sum([jnp.stack([orbitals(x.reshape(n, 3)), 2 * orbitals(x.reshape(n, 3)[::-1])])],
                                         jnp.array([1.0, -0.3]))[1]):
         result = jax.jit(folx.forward_laplacian(f))(x)
-        np.testing.assert_allclose(result.laplacian, jnp.trace(jax.hessian(f)(x)), rtol=1e-10)
+        np.testing.assert_allclose(result.laplacian, hessian_trace(f)(x), rtol=1e-10)
 
 
 # ---- use_for_jnp --------------------------------------------------------------------------------
