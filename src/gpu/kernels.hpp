@@ -1,8 +1,8 @@
 // The GPU kernels' bodies, written against a small block interface so that
 // the same code runs as a CUDA/HIP kernel (device_block in kernels.cu) and on
-// the host, each GPU thread a host thread and sync a std::barrier (the tests'
-// host_block). The per-matrix math is src/kernels, instantiated for the scalar
-// lane: one GPU thread holds one matrix.
+// the host, each GPU thread a fiber that sync switches away from (the tests'
+// host_block, tests/cpp/gpu_emulation.cpp). The per-matrix math is src/kernels,
+// instantiated for the scalar lane: one GPU thread holds one matrix.
 //
 // A Block provides:
 //   int thread(), threads()          this thread's index in the block, block size

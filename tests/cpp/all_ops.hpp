@@ -1,6 +1,6 @@
 // Every op of the C API over one batch, through any backend that runs a
 // validated job: the CPU backends (what the C API calls) or the GPU kernel
-// bodies emulated on host threads. The outputs come back as bytes, so that
+// bodies emulated on the host. The outputs come back as bytes, so that
 // backends can be compared bit for bit.
 #pragma once
 

@@ -5,60 +5,205 @@
 #include "gpu_emulation.hpp"
 
 #include <algorithm>
-#include <barrier>
 #include <complex>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
+#include <numeric>
+#include <random>
 #include <tuple>
 #include <vector>
 
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
 #include "gpu/kernels.hpp"
+
+// Stack switches annotated for AddressSanitizer (its fake stacks and stack
+// bounds follow the fibers); no-ops in other builds.
+#if defined(__SANITIZE_ADDRESS__)
+#define GPU_EMULATION_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GPU_EMULATION_ASAN 1
+#endif
+#endif
+#ifdef GPU_EMULATION_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 namespace gpu_emulation {
 namespace {
 
 namespace kern = tinyla::TINYLA_KERNEL_NS;
 
+#ifdef GPU_EMULATION_ASAN
+void start_switch(void** fake_stack, const void* bottom, size_t size) {
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+}
+void finish_switch(void* fake_stack, const void** old_bottom, size_t* old_size) {
+  __sanitizer_finish_switch_fiber(fake_stack, old_bottom, old_size);
+}
+void unpoison(void* p, size_t size) { __asan_unpoison_memory_region(p, size); }
+#else
+void start_switch(void**, const void*, size_t) {}
+void finish_switch(void*, const void**, size_t*) {}
+void unpoison(void*, size_t) {}
+#endif
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "gpu_emulation: %s\n", what);
+  std::abort();
+}
+
+class fiber_block;
+
 struct host_block {
   int tid, nthreads;
   int64_t bid, nblocks;
-  std::barrier<>* bar;
+  fiber_block* team;  // null: a per-thread kernel, which never synchronizes
   void* smem;
   int thread() const { return tid; }
   int threads() const { return nthreads; }
   int64_t block() const { return bid; }
   int64_t blocks() const { return nblocks; }
-  void sync() {
-    if (!bar) {  // a kernel run as one that never synchronizes did
-      std::fputs("gpu_emulation: sync() in a per-thread kernel\n", stderr);
-      std::abort();
-    }
-    bar->arrive_and_wait();
-  }
+  void sync();
   void* shared() const { return smem; }
 };
 
-// Runs body(block) for every thread of `blocks` blocks, one block at a time, each
-// GPU thread a host thread.
+// One block's GPU threads as fibers (ucontext) on the calling host thread. A
+// thread runs until it reaches sync() or returns; a barrier interval ends when
+// every thread has reached the barrier. The threads of an interval run in an
+// order that changes from one interval to the next (ascending, descending,
+// pseudo-random): a thread reading another's write with no barrier between
+// reads the wrong value for some order, and the bitwise comparison fails. (A
+// host thread per GPU thread and a std::barrier, as before, made the 4n
+// barriers per matrix OS context switches: the GpuKernels tests took 34 s in
+// the release build, 7 s as fibers.)
+class fiber_block {
+ public:
+  using body_fn = void (*)(void* body, host_block& blk);
+
+  explicit fiber_block(int threads) : fibers_(size_t(threads)), order_(size_t(threads)) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    stride_ = stack_bytes + page;
+    void* m =
+        mmap(nullptr, stride_ * threads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) fail("no memory for the fibers' stacks");
+    stacks_ = static_cast<char*>(m);
+    for (int t = 0; t < threads; ++t)  // a guard page below each stack: an overflow faults
+      if (mprotect(stacks_ + stride_ * t, page, PROT_NONE) != 0) fail("mprotect of a guard page failed");
+  }
+  ~fiber_block() { munmap(stacks_, stride_ * fibers_.size()); }
+  fiber_block(const fiber_block&) = delete;
+  fiber_block& operator=(const fiber_block&) = delete;
+
+  // Runs body(blk) for every thread of block `bid` to the end.
+  void run(int64_t bid, int64_t nblocks, void* smem, body_fn fn, void* body) {
+    const int threads = int(fibers_.size());
+    for (int t = 0; t < threads; ++t) {
+      fiber& f = fibers_[size_t(t)];
+      f.blk = host_block{t, threads, bid, nblocks, this, smem};
+      f.fn = fn, f.body = body, f.state = phase::running;
+      char* stack = this->stack(t);
+      unpoison(stack, stack_bytes);  // a previous block's frames may be left poisoned
+      if (getcontext(&f.ctx) != 0) fail("getcontext failed");
+      f.ctx.uc_stack = {.ss_sp = stack, .ss_flags = 0, .ss_size = stack_bytes};
+      f.ctx.uc_link = nullptr;  // fibers never return from entry(): they switch back
+      makecontext(&f.ctx, &entry, 0);
+    }
+    for (uint64_t interval = 0;; ++interval) {
+      arrange(interval, bid);
+      int at_barrier = 0;
+      for (int t : order_) {
+        current_ = &fibers_[size_t(t)];
+        void* fake = nullptr;
+        start_switch(&fake, stack(t), stack_bytes);
+        if (swapcontext(&main_, &current_->ctx) != 0) fail("swapcontext failed");
+        finish_switch(fake, nullptr, nullptr);
+        at_barrier += current_->state == phase::at_barrier;
+      }
+      if (at_barrier == 0) return;  // every thread returned
+      if (at_barrier != threads) fail("sync() reached by some threads of a block, not all (undefined on a GPU)");
+    }
+  }
+
+  void sync() {
+    fiber& f = *current_;
+    f.state = phase::at_barrier;
+    switch_to_main(&f.fake_stack);
+    f.state = phase::running;
+  }
+
+ private:
+  static constexpr size_t stack_bytes = size_t(256) << 10;
+  enum class phase { running, at_barrier, done };
+  struct fiber {
+    ucontext_t ctx;
+    host_block blk;
+    body_fn fn;
+    void* body;
+    phase state;
+    void* fake_stack;
+  };
+
+  char* stack(int t) const { return stacks_ + stride_ * size_t(t) + (stride_ - stack_bytes); }
+
+  // The order of the threads in this interval.
+  void arrange(uint64_t interval, int64_t bid) {
+    std::iota(order_.begin(), order_.end(), 0);
+    if (interval % 3 == 1) std::reverse(order_.begin(), order_.end());
+    if (interval % 3 == 2) std::shuffle(order_.begin(), order_.end(), std::mt19937_64(interval * 7919 + uint64_t(bid)));
+  }
+
+  // fake_stack: where this fiber's fake stack is kept while it waits; null when
+  // it finished (ASan frees its fake stack).
+  void switch_to_main(void** fake_stack) {
+    start_switch(fake_stack, main_bottom_, main_size_);
+    if (swapcontext(&current_->ctx, &main_) != 0) fail("swapcontext failed");
+    finish_switch(fake_stack ? *fake_stack : nullptr, &main_bottom_, &main_size_);
+  }
+
+  static void entry() {
+    fiber_block& self = *current_->blk.team;
+    finish_switch(nullptr, &self.main_bottom_, &self.main_size_);
+    fiber& f = *self.current_;
+    f.fn(f.body, f.blk);
+    f.state = phase::done;
+    self.switch_to_main(nullptr);
+    fail("a finished fiber resumed");
+  }
+
+  std::vector<fiber> fibers_;
+  std::vector<int> order_;
+  char* stacks_ = nullptr;
+  size_t stride_ = 0;
+  ucontext_t main_{};
+  const void* main_bottom_ = nullptr;
+  size_t main_size_ = 0;
+  static thread_local fiber* current_;
+};
+thread_local fiber_block::fiber* fiber_block::current_ = nullptr;
+
+void host_block::sync() {
+  if (!team) fail("sync() in a per-thread kernel");
+  team->sync();
+}
+
+// Runs body(block) for every thread of `blocks` blocks, one block at a time,
+// the block's threads as fibers.
 template <class Body> void run_grid(int64_t blocks, int threads, int64_t shared_bytes, Body body) {
   std::vector<std::max_align_t> smem(size_t(shared_bytes) / sizeof(std::max_align_t) + 1);
-  for (int64_t b = 0; b < blocks; ++b) {
-    std::barrier<> bar(threads);
-    std::vector<std::jthread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        host_block blk{t, threads, b, blocks, &bar, smem.data()};
-        body(blk);
-      });
-  }
+  fiber_block fibers(threads);
+  const fiber_block::body_fn fn = [](void* b, host_block& blk) { (*static_cast<Body*>(b))(blk); };
+  for (int64_t b = 0; b < blocks; ++b) fibers.run(b, blocks, smem.data(), fn, &body);
 }
 
 // The same for a kernel whose threads never synchronize nor share memory (the
 // per-thread kernels): one after another on the calling thread, a valid GPU
-// schedule too, and no host thread to start and join for each (the release
-// build's ctest: 57 -> 44 s).
+// schedule too.
 template <class Body> void run_grid_one_thread_at_a_time(int64_t blocks, int threads, Body body) {
   for (int64_t b = 0; b < blocks; ++b)
     for (int t = 0; t < threads; ++t) {

@@ -1,5 +1,6 @@
-// The GPU kernels run on the host: every GPU thread a host thread, the block
-// barrier a std::barrier, shared memory a host buffer (gpu_emulation.cpp).
+// The GPU kernels run on the host: every GPU thread a fiber on the calling
+// thread, the block barrier a switch to the next fiber, shared memory a host
+// buffer (gpu_emulation.cpp).
 #pragma once
 
 #include <cstdint>

@@ -101,8 +101,7 @@ TYPED_TEST(GpuKernels, PerThreadKernelAsPlannedMatchesCpu) {
 
 // Team kernel as planned past the per-thread sizes, up to the end of the
 // CPU's fast path (the same LU there, so the bits must agree). The kernel's n
-// is a run-time value: a few sizes cover its loops (each host-thread barrier
-// costs microseconds, and there are 4n per matrix).
+// is a run-time value: a few sizes cover its loops.
 TYPED_TEST(GpuKernels, TeamKernelMatchesCpuBitForBit) {
   using T = TypeParam;
   for (int n : {kern::max_per_thread_n + 1, 16, 32}) {
