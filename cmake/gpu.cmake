@@ -7,14 +7,14 @@
 #                    [-DTINYLA_HIP_PATH=/usr] [-DTINYLA_ROCM_DEVICE_LIBS=<dir of ocml.bc, ockl.bc, oclc_*.bc>]
 option(TINYLA_CUDA "Build libtinyla_cuda, the GPU backend for NVIDIA GPUs" OFF)
 option(TINYLA_HIP "Build libtinyla_hip, the GPU backend for AMD GPUs" OFF)
-set(TINYLA_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures (sm_80 = A100, sm_90 = H100; PTX of the last), or native")
+set(TINYLA_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures (sm_80 = A100, sm_90 = H100; PTX of the oldest), or native")
 set(TINYLA_HIP_ARCHITECTURES "gfx90a;gfx942" CACHE STRING "AMD GPU architectures (gfx90a = MI200, gfx942 = MI300)")
 
 # Each library is the host side, src/gpu/backend.cpp (plain C++ on the launch
 # runtime: the driver is loaded with dlopen at the first launch, so no vendor
 # library is linked), plus a device image of src/gpu/kernels.cu built into the
 # library: a CUDA fatbin (nvcc --fatbin: machine code per architecture, and
-# PTX of the newest for the GPUs after it) or a clang offload bundle of AMD
+# PTX of the oldest for the GPUs after them) or a clang offload bundle of AMD
 # code objects. Device compiles contract no a*b+c into fma beyond the kernels'
 # explicit fma calls, so the bits match the CPU's.
 set(tinyla_gpu_defs TINYLA_KERNEL_NS=gpu_kernels)
@@ -49,17 +49,22 @@ if(TINYLA_CUDA)
   if(TINYLA_CUDA_ARCHITECTURES STREQUAL "native")  # the GPUs of this machine (nvcc finds them)
     set(gencode -arch=native)
   else()
-    set(gencode)
-    foreach(arch IN LISTS TINYLA_CUDA_ARCHITECTURES)
-      list(APPEND gencode -gencode arch=compute_${arch},code=sm_${arch})
-    endforeach()
-    list(GET TINYLA_CUDA_ARCHITECTURES -1 newest)
-    list(APPEND gencode -gencode arch=compute_${newest},code=compute_${newest})
+    # One PTX, for the oldest architecture, and machine code for each from it: the
+    # kernels use nothing architecture-specific (nvcc 13's PTX for compute_80 and
+    # compute_90 differ in the .target line only, and ptxas made byte-identical
+    # sm_90 code from either), and each further PTX would cost a front-end pass
+    # (cicc: about a minute). That PTX is also embedded, for the GPUs after them.
+    set(archs ${TINYLA_CUDA_ARCHITECTURES})
+    list(SORT archs COMPARE NATURAL)
+    list(GET archs 0 oldest)
+    list(TRANSFORM archs PREPEND sm_)
+    list(JOIN archs "," codes)
+    set(gencode -gencode "arch=compute_${oldest},code=[${codes},compute_${oldest}]")
   endif()
   set(fatbin "${CMAKE_CURRENT_BINARY_DIR}/tinyla_cuda_kernels.fatbin")
   # relaxed-constexpr: std::numeric_limits in device code; 1675: the kernels'
   # GCC unroll pragmas (for the CPU build) are not nvcc's. --threads 0: the
-  # architectures compile in parallel (each takes a minute).
+  # architectures' ptxas runs in parallel (each takes a minute).
   add_custom_command(OUTPUT "${fatbin}"
     COMMAND "${TINYLA_NVCC}" --fatbin --threads 0 -std=c++20 -O3 --expt-relaxed-constexpr -fmad=false -diag-suppress=1675
             ${gencode} ${tinyla_gpu_def_flags} ${tinyla_gpu_includes}

@@ -83,7 +83,7 @@ template <int N, class L> TINYLA_HD void column_positions(const L* pivots, int* 
 // solve works in place on the job's x (which holds B).
 template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, int64_t b, E* a, E* out) {
   using L = lane_of<E>;
-  constexpr int nn = N * N;
+  [[maybe_unused]] constexpr int nn = N * N;  // unused at N = 0
   constexpr shape<N, N> sq{};
   det_accum<E> acc;
   L info = L(0);
