@@ -31,6 +31,16 @@ extern const backend_table table_vec128;
 extern const backend_table table_avx2;
 extern const backend_table table_avx512;
 
+// The entries of an ISA's table, range_<isa>_<dtype>: backend_isa.cpp is
+// compiled once per ISA and dtype, and each object defines one.
+#define TINYLA_RANGE2(isa, t) range_##isa##_##t
+#define TINYLA_RANGE(isa, t) TINYLA_RANGE2(isa, t)
+#define TINYLA_DECLARE_RANGES(isa)                                                                                     \
+  void TINYLA_RANGE(isa, f32)(const job&, std::int64_t begin, std::int64_t end);                                       \
+  void TINYLA_RANGE(isa, f64)(const job&, std::int64_t begin, std::int64_t end);                                       \
+  void TINYLA_RANGE(isa, c64)(const job&, std::int64_t begin, std::int64_t end);                                       \
+  void TINYLA_RANGE(isa, c128)(const job&, std::int64_t begin, std::int64_t end);
+
 // Large-n path (LAPACK getrf/getri/getrs per matrix), lapack_fallback.cpp.
 void run_lapack(dtype t, const job& jb, std::int64_t begin, std::int64_t end);
 

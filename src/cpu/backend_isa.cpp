@@ -1,9 +1,10 @@
 // The CPU backend for one ISA: packs W consecutive matrices of the batch into
 // W lanes (an in-register transpose), runs the src/kernels algorithm on the
 // lane group, and unpacks the results. CMake compiles this file once per ISA
-// with that ISA's target flags and:
+// and dtype, with that ISA's target flags and:
 //   TINYLA_KERNEL_NS     namespace of this instantiation (see lanes.hpp)
-//   TINYLA_TABLE         name of the exported backend_table
+//   TINYLA_DTYPE         the dtype (f32, f64, c64, c128): defines range_<isa>_<dtype>
+//   TINYLA_TABLE         (one of the ISA's objects) name of the backend_table to define
 //   TINYLA_VECTOR_BYTES  vector register width; 0 = scalar lanes (W = 1)
 #include <algorithm>
 #include <bit>
@@ -17,8 +18,8 @@
 #include "cpu/simd.hpp"
 #include "kernels/lu.hpp"
 
-#ifndef TINYLA_VECTOR_BYTES
-#error "TINYLA_VECTOR_BYTES must be set by the build"
+#if !defined(TINYLA_VECTOR_BYTES) || !defined(TINYLA_DTYPE)
+#error "TINYLA_VECTOR_BYTES and TINYLA_DTYPE must be set by the build"
 #endif
 
 namespace tinyla::TINYLA_KERNEL_NS {
@@ -331,11 +332,19 @@ template <class T> void run_dtype(const job& jb, int64_t begin, int64_t end) {
 }  // namespace tinyla::TINYLA_KERNEL_NS
 
 namespace tinyla::cpu {
+TINYLA_DECLARE_RANGES(TINYLA_KERNEL_NS)
+
+void TINYLA_RANGE(TINYLA_KERNEL_NS, TINYLA_DTYPE)(const job& jb, std::int64_t begin, std::int64_t end) {
+  TINYLA_KERNEL_NS::run_dtype<dtype_info<dtype::TINYLA_DTYPE>::type>(jb, begin, end);
+}
+
+#ifdef TINYLA_TABLE
 #define TINYLA_STR2(x) #x
 #define TINYLA_STR(x) TINYLA_STR2(x)
 extern const backend_table TINYLA_TABLE = {
     TINYLA_STR(TINYLA_KERNEL_NS),
-    per_dtype<range_fn>(
-        [](auto info) -> range_fn { return &TINYLA_KERNEL_NS::run_dtype<typename decltype(info)::type>; }),
+    {TINYLA_RANGE(TINYLA_KERNEL_NS, f32), TINYLA_RANGE(TINYLA_KERNEL_NS, f64), TINYLA_RANGE(TINYLA_KERNEL_NS, c64),
+     TINYLA_RANGE(TINYLA_KERNEL_NS, c128)},
 };
+#endif
 }  // namespace tinyla::cpu
