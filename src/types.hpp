@@ -4,7 +4,6 @@
 // element for a storage type is kernel_element in kernels/lanes.hpp.
 #pragma once
 
-#include <array>
 #include <complex>
 #include <type_traits>
 #include <utility>
@@ -55,13 +54,6 @@ constexpr const char* dtype_name(dtype t) {
 }
 constexpr int element_bytes(dtype t) {
   return with_dtype(t, [](auto info) { return int(sizeof(typename decltype(info)::type)); });
-}
-
-// A table of one entry per dtype, in dtype order: {f(dtype_info<f32>{}), ...}.
-template <class R, class F> constexpr auto per_dtype(F&& f) {
-  return [&]<std::size_t... D>(std::index_sequence<D...>) {
-    return std::array<R, dtype_count>{f(dtype_info<dtype(D)>{})...};
-  }(std::make_index_sequence<dtype_count>{});
 }
 
 }  // namespace tinyla

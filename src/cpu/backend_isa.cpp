@@ -341,6 +341,9 @@ void TINYLA_RANGE(TINYLA_KERNEL_NS, TINYLA_DTYPE)(const job& jb, std::int64_t be
 #ifdef TINYLA_TABLE
 #define TINYLA_STR2(x) #x
 #define TINYLA_STR(x) TINYLA_STR2(x)
+static_assert(int(dtype::f32) == 0 && int(dtype::f64) == 1 && int(dtype::c64) == 2 && int(dtype::c128) == 3 &&
+                  dtype_count == 4,
+              "the table below lists one range per dtype, in dtype order");
 extern const backend_table TINYLA_TABLE = {
     TINYLA_STR(TINYLA_KERNEL_NS),
     {TINYLA_RANGE(TINYLA_KERNEL_NS, f32), TINYLA_RANGE(TINYLA_KERNEL_NS, f64), TINYLA_RANGE(TINYLA_KERNEL_NS, c64),
