@@ -1,9 +1,12 @@
 // tinyla core benchmark: ns per matrix for tinyla (1 thread and all threads),
 // a LAPACK getrf-per-matrix loop (what numpy/jnp do on CPU), and Eigen's
-// fixed-size path (what a C++ user would write), all measured in this run,
-// with their ratios, plus the machine's copy bandwidth for scale.
+// fixed-size path (what a C++ user would write), measured side by side in this
+// run, with their ratios and two anchors: the memory floor (input read + output
+// written at this machine's copy bandwidth for that working set) and the share of
+// one core's FMA peak (measured at the backend's vector width). Then tinyla's time
+// per matrix from a cache-sized input (256 KiB) to a DRAM-sized one (64 MiB).
 //
-// Usage: tinyla_bench_core [--quick]
+// Usage: tinyla_bench_core [--quick] [--input-mib=8]
 #include <Eigen/Dense>
 #include <algorithm>
 #include <chrono>
@@ -12,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -34,19 +38,64 @@ void openblas_set_num_threads(int) __attribute__((weak));
 namespace {
 
 bool quick = false;
+using clock_type = std::chrono::steady_clock;
 
-// Best-of-repeats wall time of fn(), in seconds.
-double best_time(const std::function<void()>& fn) {
-  double best = 1e30, total = 0;
-  const double budget = quick ? 0.02 : 0.25;
-  for (int rep = 0; rep < 50 && (rep < 3 || total < budget); ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, dt);
-    total += dt;
-  }
+// Contenders timed side by side: round after round, each contender once per round
+// (interleaved, so drifts of a shared machine hit all alike); each one's best.
+std::vector<double> best_times(const std::vector<std::function<void()>>& fns) {
+  std::vector<double> best(fns.size(), 1e30);
+  const double budget = quick ? 0.05 : 0.6;
+  double total = 0;
+  for (int round = 0; round < 50 && (round < 3 || total < budget); ++round)
+    for (size_t i = 0; i < fns.size(); ++i) {
+      const auto t0 = clock_type::now();
+      fns[i]();
+      const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
+      best[i] = std::min(best[i], dt);
+      total += dt;
+    }
   return best;
+}
+double best_time(const std::function<void()>& fn) { return best_times({fn})[0]; }
+
+// The FMA peak of one core at the vector width of tinyla's backend, measured: 12
+// independent chains of vector FMAs (more than latency x pipes on current x86
+// and Arm cores), lanes the compiler cannot prove equal (else it computes one).
+// Flops per second, an FMA counting 2.
+template <int Bytes> double fma_peak_flops() {
+  typedef double V __attribute__((vector_size(Bytes)));  // (a `using` alias would drop the attribute)
+  constexpr int lanes = Bytes / 8, chains = 12;
+  const long iters = quick ? 1 << 20 : 1 << 23;
+  double seconds = best_time([&] {
+    double ramp[lanes];
+    for (int l = 0; l < lanes; ++l) ramp[l] = l * 1e-9;
+    asm("" : "+m"(ramp));
+    V step, acc[chains];
+    std::memcpy(&step, ramp, sizeof step);
+    for (int i = 0; i < chains; ++i) acc[i] = step + (1.0 + i * 1e-3);
+    const V m = step + 0.999999, c = step + 1e-6;
+    for (long it = 0; it < iters; ++it)
+      for (int i = 0; i < chains; ++i) acc[i] = acc[i] * m + c;  // one FMA each (-ffp-contract=fast, GCC's default)
+    double sum = 0;
+    for (int i = 0; i < chains; ++i) {
+      double parts[lanes];
+      std::memcpy(parts, &acc[i], sizeof parts);
+      for (double part : parts) sum += part;
+    }
+    static volatile double sink;
+    sink = sum;
+  });
+  return 2.0 * lanes * chains * double(iters) / seconds;
+}
+double backend_fma_peak(const std::string& backend) {
+#if defined(__AVX512F__)
+  if (backend == "avx512") return fma_peak_flops<64>();
+#endif
+#if defined(__AVX2__)
+  if (backend == "avx2") return fma_peak_flops<32>();
+#endif
+  if (backend == "scalar") return fma_peak_flops<8>();
+  return fma_peak_flops<16>();
 }
 
 template <class T> struct lapack;
@@ -147,75 +196,141 @@ template <class T, int... Ns> void eigen_dispatch(int n, kind k, int64_t batch, 
   ((n == Ns ? eigen_loop<T, Ns>(k, batch, a, rhs, out, out2) : void()), ...);
 }
 
-double copy_bandwidth_gbs(size_t bytes) {
-  std::vector<char> src(bytes, 1), dst(bytes);
-  double t = best_time([&] { std::memcpy(dst.data(), src.data(), bytes); });
-  return 2.0 * double(bytes) / t / 1e9;  // read + write
+// Copy bandwidth (read + write, bytes per second) of a working set of `bytes`, one
+// thread: a vectorized loop, not memcpy (glibc's rep movsb took 39 us for 64 KiB on a
+// Zen 3 guest, 3 us for 128 KiB). The + 0.0 keeps GCC from calling memcpy for it.
+double copy_bandwidth(size_t bytes) {
+  static std::map<size_t, double> measured;
+  auto [it, fresh] = measured.try_emplace(bytes, 0.0);
+  if (fresh) {
+    const size_t count = bytes / 2 / sizeof(double);
+    std::vector<double> src(count, 1.0), dst(count);
+    it->second = double(bytes) / best_time([&] {
+                   const double* __restrict s = src.data();
+                   double* __restrict d = dst.data();
+                   for (size_t i = 0; i < count; ++i) d[i] = s[i] + 0.0;
+                 });
+  }
+  return it->second;
 }
 
-template <class T> void run_dtype(const char* dtype_name, const std::vector<int>& sizes) {
-  std::printf("\n## %s\n\n", dtype_name);
-  std::printf(
-      "| op | N | batch | tinyla 1 thr | tinyla %d thr | LAPACK loop | Eigen fixed | vs LAPACK | vs Eigen | %d thr "
-      "speedup |\n",
-      tinyla_get_num_threads(), tinyla_get_num_threads());
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  const int all_threads = tinyla_get_num_threads();
-  for (kind k : {kind::slogdet, kind::inv, kind::solve1, kind::solven}) {
-    for (int n : sizes) {
-      int64_t batch = n <= 8 ? (1 << 18) : (n <= 16 ? (1 << 15) : (1 << 13));
-      if (quick) batch /= 16;
-      const int m = k == kind::solve1 ? 1 : n;
-      std::mt19937_64 gen(42);
-      std::uniform_real_distribution<T> dist(-1, 1);
-      std::vector<T> a(size_t(batch) * n * n), rhs(size_t(batch) * n * m), out(size_t(batch) * n * n + batch),
-          out2(batch);
-      for (auto& v : a) v = dist(gen);
-      for (auto& v : rhs) v = dist(gen);
+// One op at one n on a batch of random matrices whose input takes `input_bytes`.
+template <class T> struct workload {
+  kind k;
+  int n, m;
+  int64_t batch;
+  std::vector<T> a, rhs, out, out2;
 
-      auto tinyla_call = [&] {
-        if (k == kind::slogdet) tinyla_ops<T>::slogdet(batch, n, a.data(), out.data(), out2.data());
-        else if (k == kind::inv) tinyla_ops<T>::inv(batch, n, a.data(), out.data());
-        else tinyla_ops<T>::solve(batch, n, m, a.data(), rhs.data(), out.data());
-      };
-      tinyla_set_num_threads(1);
-      const double t1 = best_time(tinyla_call);
-      tinyla_set_num_threads(all_threads);
-      const double tall = best_time(tinyla_call);
-      const double tl = best_time([&] { lapack_loop<T>(k, batch, n, a.data(), rhs.data(), out.data(), out2.data()); });
-      const double te = best_time([&] {
-        eigen_dispatch<T>(n, k, batch, a.data(), rhs.data(), out.data(), out2.data(),
-                          std::integer_sequence<int, 1, 2, 3, 4, 8, 16, 32>{});
-      });
-      const double ns = 1e9 / double(batch);
-      std::printf("| %s | %d | %lld | %.2f | %.2f | %.1f | %.1f | %.1fx | %.1fx | %.2fx |\n", kind_name(k), n,
-                  (long long)batch, t1 * ns, tall * ns, tl * ns, te * ns, tl / t1, te / t1, t1 / tall);
-      if (k == kind::slogdet && n <= 2) {
-        const double bytes = double(sizeof(T)) * (n * n + 2);  // read A, write sign + logabsdet
-        const double bw = copy_bandwidth_gbs(size_t(batch) * sizeof(T) * (n * n + 2) / 2);
-        std::printf(
-            "|  | (N=%d: %.1f GB/s moved = %.0f%% of copy bandwidth %.1f GB/s, same working-set size, 1 thr) "
-            "|||||||||\n",
-            n, bytes / (t1 * ns), 100.0 * bytes / (t1 * ns) / bw, bw);
-      }
+  workload(kind k_, int n_, double input_bytes) : k(k_), n(n_), m(k_ == kind::solve1 ? 1 : n_) {
+    batch = std::max<int64_t>(
+        64, int64_t(input_bytes / (sizeof(T) * double(n) * (n + (k == kind::slogdet || k == kind::inv ? 0 : m)))));
+    std::mt19937_64 gen(42);
+    std::uniform_real_distribution<T> dist(-1, 1);
+    a.resize(size_t(batch) * n * n), rhs.resize(size_t(batch) * n * m);
+    out.resize(size_t(batch) * n * n), out2.resize(size_t(batch));
+    for (auto& v : a) v = dist(gen);
+    for (auto& v : rhs) v = dist(gen);
+  }
+  void tinyla() {
+    if (k == kind::slogdet) tinyla_ops<T>::slogdet(batch, n, a.data(), out.data(), out2.data());
+    else if (k == kind::inv) tinyla_ops<T>::inv(batch, n, a.data(), out.data());
+    else tinyla_ops<T>::solve(batch, n, m, a.data(), rhs.data(), out.data());
+  }
+  void lapack() { lapack_loop<T>(k, batch, n, a.data(), rhs.data(), out.data(), out2.data()); }
+  void eigen() {
+    eigen_dispatch<T>(n, k, batch, a.data(), rhs.data(), out.data(), out2.data(),
+                      std::integer_sequence<int, 1, 2, 3, 4, 8, 16, 32>{});
+  }
+  // What one matrix must move at least: its input read, its output written.
+  double bytes_per_matrix() const {
+    const double in = double(n) * n + (k == kind::slogdet || k == kind::inv ? 0 : double(n) * m);
+    const double outputs = k == kind::slogdet ? 2 : (k == kind::inv ? double(n) * n : double(n) * m);
+    return sizeof(T) * (in + outputs);
+  }
+  // LAPACK's operation counts (an FMA is 2): getrf 2n^3/3, + getri 4n^3/3, + getrs 2n^2 m.
+  double flops_per_matrix() const {
+    const double n3 = double(n) * n * n;
+    if (k == kind::slogdet) return 2 * n3 / 3;
+    if (k == kind::inv) return 2 * n3;
+    return 2 * n3 / 3 + 2.0 * n * n * m;
+  }
+};
+
+const std::vector<int> sizes = {1, 2, 3, 4, 8, 16, 32};
+constexpr kind all_kinds[] = {kind::slogdet, kind::inv, kind::solve1, kind::solven};
+double fma_peak_f64 = 0;  // flops per second, one core
+
+template <class T> void run_dtype(const char* dtype_name, double input_bytes) {
+  const int all_threads = tinyla_get_num_threads();
+  const double peak = fma_peak_f64 * (8.0 / sizeof(T));
+  std::printf("\n## %s, %.0f MiB of input\n\n", dtype_name, input_bytes / (1 << 20));
+  std::printf(
+      "| op | N | batch | tinyla 1 thr | tinyla %d thr | %d thr speedup | LAPACK loop | Eigen fixed | vs LAPACK | vs "
+      "Eigen | memory floor | of floor | of FMA peak |\n",
+      all_threads, all_threads);
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (kind k : all_kinds)
+    for (int n : sizes) {
+      workload<T> w(k, n, input_bytes);
+      const auto t = best_times({[&] { tinyla_set_num_threads(1), w.tinyla(); },
+                                 [&] { tinyla_set_num_threads(all_threads), w.tinyla(); }, [&] { w.lapack(); },
+                                 [&] { w.eigen(); }});
+      const double ns = 1e9 / double(w.batch), t1 = t[0] * ns;
+      const double floor_ns = 1e9 * w.bytes_per_matrix() / copy_bandwidth(size_t(w.batch * w.bytes_per_matrix()));
+      std::printf("| %s | %d | %lld | %.2f | %.2f | %.2fx | %.1f | %.1f | %.1fx | %.2fx | %.2f | %.0f%% | %.1f%% |\n",
+                  kind_name(k), n, (long long)w.batch, t1, t[1] * ns, t[0] / t[1], t[2] * ns, t[3] * ns, t[2] / t[0],
+                  t[3] / t[0], floor_ns, 100 * floor_ns / t1, 100 * w.flops_per_matrix() / (t1 * 1e-9) / peak);
       std::fflush(stdout);
     }
-  }
+}
+
+// tinyla on 1 thread with inputs from cache-sized to DRAM-sized.
+template <class T> void run_cache_sweep(const char* dtype_name) {
+  const double inputs[] = {256.0 * 1024, 8.0 * (1 << 20), 64.0 * (1 << 20)};
+  std::printf("\n## %s, tinyla 1 thread, ns per matrix by input size\n\n", dtype_name);
+  std::printf("| op | N | 256 KiB | 8 MiB | 64 MiB | 64 MiB / 256 KiB |\n|---|---:|---:|---:|---:|---:|\n");
+  tinyla_set_num_threads(1);
+  for (kind k : all_kinds)
+    for (int n : sizes) {
+      double ns[3];
+      for (int i = 0; i < 3; ++i) {
+        workload<T> w(k, n, inputs[i]);
+        ns[i] = 1e9 * best_time([&] { w.tinyla(); }) / double(w.batch);
+      }
+      std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2fx |\n", kind_name(k), n, ns[0], ns[1], ns[2], ns[2] / ns[0]);
+      std::fflush(stdout);
+    }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--quick") quick = true;
+  double input_mib = 8;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--quick") quick = true;
+    else if (arg.rfind("--input-mib=", 0) == 0) input_mib = std::stod(arg.substr(12));
+    else {
+      std::fprintf(stderr, "usage: tinyla_bench_core [--quick] [--input-mib=8]\n");
+      return 2;
+    }
+  }
   if (openblas_set_num_threads) openblas_set_num_threads(1);
   tinyla_set_num_threads(0);
+  const std::string backend = tinyla_cpu_backend();
+  fma_peak_f64 = backend_fma_peak(backend);
   std::printf("# tinyla core benchmark: ns per matrix (lower is better); ratios = other / tinyla 1 thread\n");
-  std::printf("CPU backend: %s, threads: %d, hardware threads: %u\n", tinyla_cpu_backend(), tinyla_get_num_threads(),
+  std::printf("CPU backend: %s, threads: %d, hardware threads: %u\n", backend.c_str(), tinyla_get_num_threads(),
               std::thread::hardware_concurrency());
-  std::printf("copy bandwidth (memcpy, 256 MiB, 1 thread): %.1f GB/s\n", copy_bandwidth_gbs(size_t(256) << 20));
-  const std::vector<int> sizes = {1, 2, 3, 4, 8, 16, 32};
-  run_dtype<double>("float64", sizes);
-  run_dtype<float>("float32", sizes);
+  std::printf("FMA peak of one core at the backend's vector width (measured): %.1f GFLOP/s float64\n",
+              fma_peak_f64 / 1e9);
+  std::printf("copy bandwidth, 1 thread: %.1f GB/s (256 KiB), %.1f GB/s (8 MiB), %.1f GB/s (256 MiB)\n",
+              copy_bandwidth(256 << 10) / 1e9, copy_bandwidth(8 << 20) / 1e9, copy_bandwidth(size_t(256) << 20) / 1e9);
+  std::printf(
+      "memory floor = input read + output written at the copy bandwidth of that working set; FMA peak share of "
+      "LAPACK's operation counts (getrf 2n^3/3, getri 4n^3/3, getrs 2n^2 nrhs)\n");
+  run_dtype<double>("float64", input_mib * (1 << 20));
+  run_dtype<float>("float32", input_mib * (1 << 20));
+  run_cache_sweep<double>("float64");
   return 0;
 }
