@@ -13,6 +13,14 @@ namespace tinyla {
 
 enum class op : int { slogdet, det, inv, solve, slogdet_inv };
 
+// What a kernel computes: the op's outputs are whichever job pointers are set.
+enum class family { determinant, inverse, solve };  // slogdet/det, inv/slogdet_inv, solve
+
+constexpr family family_of(op kind) {
+  return kind == op::solve ? family::solve
+                           : (kind == op::inv || kind == op::slogdet_inv ? family::inverse : family::determinant);
+}
+
 // Pointers are to the whole batch; a backend may process any sub-range
 // [begin, end) of matrices. Unused outputs are null. Built with designated
 // initializers, naming only what the op uses.

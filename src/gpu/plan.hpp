@@ -27,13 +27,8 @@ namespace tinyla::TINYLA_KERNEL_NS {
 
 using std::int64_t;
 
-// What a kernel computes: the op's outputs are whichever job pointers are set.
-enum class family { determinant, inverse, solve };  // slogdet/det, inv/slogdet_inv, solve
-
-constexpr family family_of(op kind) {
-  return kind == op::solve ? family::solve
-                           : (kind == op::inv || kind == op::slogdet_inv ? family::inverse : family::determinant);
-}
+using tinyla::family;
+using tinyla::family_of;
 
 template <class T> TINYLA_HD T min_of(T a, T b) { return a < b ? a : b; }
 
