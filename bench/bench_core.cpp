@@ -222,11 +222,10 @@ template <class T> struct workload {
   std::vector<T> a, rhs, out, out2;
 
   workload(kind k_, int n_, double input_bytes) : k(k_), n(n_), m(k_ == kind::solve1 ? 1 : n_) {
-    batch = std::max<int64_t>(
-        64, int64_t(input_bytes / (sizeof(T) * double(n) * (n + (k == kind::slogdet || k == kind::inv ? 0 : m)))));
+    batch = std::max<int64_t>(64, int64_t(input_bytes / (sizeof(T) * inputs_per_matrix())));
     std::mt19937_64 gen(42);
     std::uniform_real_distribution<T> dist(-1, 1);
-    a.resize(size_t(batch) * n * n), rhs.resize(size_t(batch) * n * m);
+    a.resize(size_t(batch) * n * n), rhs.resize(is_solve() ? size_t(batch) * n * m : 0);
     out.resize(size_t(batch) * n * n), out2.resize(size_t(batch));
     for (auto& v : a) v = dist(gen);
     for (auto& v : rhs) v = dist(gen);
@@ -241,11 +240,12 @@ template <class T> struct workload {
     eigen_dispatch<T>(n, k, batch, a.data(), rhs.data(), out.data(), out2.data(),
                       std::integer_sequence<int, 1, 2, 3, 4, 8, 16, 32>{});
   }
+  bool is_solve() const { return k == kind::solve1 || k == kind::solven; }
+  double inputs_per_matrix() const { return double(n) * n + (is_solve() ? double(n) * m : 0); }
   // What one matrix must move at least: its input read, its output written.
   double bytes_per_matrix() const {
-    const double in = double(n) * n + (k == kind::slogdet || k == kind::inv ? 0 : double(n) * m);
     const double outputs = k == kind::slogdet ? 2 : (k == kind::inv ? double(n) * n : double(n) * m);
-    return sizeof(T) * (in + outputs);
+    return sizeof(T) * (inputs_per_matrix() + outputs);
   }
   // LAPACK's operation counts (an FMA is 2): getrf 2n^3/3, + getri 4n^3/3, + getrs 2n^2 m.
   double flops_per_matrix() const {
