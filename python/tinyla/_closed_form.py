@@ -30,24 +30,26 @@ from tinyla._common import real_dtype
 
 
 def _float_layout(real):
+    """finfo, the integer type of the same width (all exponent arithmetic is done in it: no
+    conversions between integer widths, which cost XLA's CPU loops about 10 %), the bias."""
     info = np.finfo(real)
     return info, (np.int64 if np.dtype(real).itemsize == 8 else np.int32), info.maxexp - 1
 
 
 def _exponent_field(x):
     """The biased exponent field of max(|re|, |im|) (0 for 0 and subnormals, all ones for inf
-    and NaN), from the bits: integer operations only."""
+    and NaN), from the bits: integer operations only, in the integer type of x's width."""
     if jnp.iscomplexobj(x):
         return jnp.maximum(_exponent_field(jnp.real(x)), _exponent_field(jnp.imag(x)))
     info, itype, bias = _float_layout(x.dtype)
     bits = lax.bitcast_convert_type(x, itype)
-    return (lax.shift_right_logical(bits, itype(info.nmant)) & itype(2 * bias + 1)).astype(np.int32)
+    return lax.shift_right_logical(bits, itype(info.nmant)) & itype(2 * bias + 1)
 
 
 def _pow2(k, real):
     """2^k for integers k, clamped to the normal range."""
     info, itype, bias = _float_layout(real)
-    biased = jnp.clip(k + np.int32(bias), np.int32(1), np.int32(2 * bias)).astype(itype)
+    biased = jnp.clip(k + itype(bias), itype(1), itype(2 * bias))
     return lax.bitcast_convert_type(lax.shift_left(biased, itype(info.nmant)), real)
 
 
@@ -55,12 +57,14 @@ def _times_pow2(x, k):
     """x 2^k for integers k of either sign beyond the exponent range (three factors, each a
     normal power of two; the result over- or underflows only where x 2^k does)."""
     real = real_dtype(x.dtype)
-    _, _, bias = _float_layout(real)
-    k = jnp.clip(k, np.int32(-3 * (bias - 1)), np.int32(3 * (bias - 1)))
-    k1 = k // 3
-    k2 = (k - k1) // 2
+    _, itype, bias = _float_layout(real)
+    k = jnp.clip(k, itype(-3 * (bias - 1)), itype(3 * (bias - 1))).astype(np.int32)
+    # about a third, and half the rest, by a multiply and shifts in int32 (an integer division
+    # is not vectorized by XLA's CPU backend, nor an int64 multiply on AVX2)
+    k1 = lax.shift_right_arithmetic(k * np.int32(21845), np.int32(16))
+    k2 = lax.shift_right_arithmetic(k - k1, np.int32(1))
     for part in (k1, k2, k - k1 - k2):
-        x = _mul_real(x, _pow2(part, real))
+        x = _mul_real(x, _pow2(part.astype(itype), real))
     return x
 
 
@@ -68,9 +72,9 @@ def _log2_range_scale(fields, real, clamp=True):
     """The integer k with 2^k x in [0.5, 1) for the largest x whose exponent fields are given;
     clamped to the normal range (then [0.5, 4) for x >= 2^1021 in float64, whose reciprocal
     power is subnormal; 0, inf and NaN get a normal 2^k)."""
-    _, _, bias = _float_layout(real)
-    k = np.int32(bias - 1) - functools.reduce(jnp.maximum, fields)
-    return jnp.clip(k, np.int32(1 - bias), np.int32(bias)) if clamp else k
+    _, itype, bias = _float_layout(real)
+    k = itype(bias - 1) - functools.reduce(jnp.maximum, fields)
+    return jnp.clip(k, itype(1 - bias), itype(bias)) if clamp else k
 
 
 def _two_product(x, y):
