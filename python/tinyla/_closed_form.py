@@ -30,8 +30,8 @@ from tinyla._common import real_dtype
 
 
 def _float_layout(real):
-    """finfo, the integer type of the same width (all exponent arithmetic is done in it: no
-    conversions between integer widths, which cost XLA's CPU loops about 10 %), the bias."""
+    """finfo, the integer type of the same width (the exponent arithmetic is done in it:
+    conversions between integer widths cost XLA's CPU loops), the bias."""
     info = np.finfo(real)
     return info, (np.int64 if np.dtype(real).itemsize == 8 else np.int32), info.maxexp - 1
 
