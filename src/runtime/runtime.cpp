@@ -58,27 +58,77 @@ std::size_t image_size(const void* image) {
   return std::strlen(static_cast<const char*>(image)) + 1;
 }
 
-// This thread's binding (bind_thread): the device epoch it bound, and the
-// context that made current, so that calls in it need not ask the driver.
-thread_local int bound_epoch = -1;
-thread_local handle bound_context = nullptr;
-// The stream this thread acquired last, with its context, and the stream it
-// synchronized last with nothing enqueued since: what MLIR's create, launch,
-// synchronize, destroy sequence releases, without asking the driver again.
-thread_local handle acquired_stream = nullptr, acquired_context = nullptr, idle_stream = nullptr;
-// This thread's last function look-up (MLIR looks the same kernel up before
-// every launch): answered without the shared cache's lock and string key.
-struct function_lookup {
-  const void* rt = nullptr;
-  handle module = nullptr, function = nullptr;
-  std::string name;
-};
-thread_local function_lookup last_lookup;
 // Trivially destructible: global destructors (module unloads at exit) may
 // still record a failure after this thread's thread_local objects are gone.
 thread_local char latest_error[1024];
 
 }  // namespace
+
+// Every per-thread fact of the hot path in one object: in a shared library each
+// thread_local costs a __tls_get_addr call per use (perf, stand-in driver: host
+// time per MLIR launch 103 ns with separate ones, 62 ns like this).
+struct runtime::thread_state {
+  // The binding (bind_thread): the device epoch it bound, and the context that
+  // made current, so that calls in it need not ask the driver.
+  int bound_epoch = -1;
+  handle bound_context = nullptr;
+  // The stream acquired last, with its context, and the stream synchronized last
+  // with nothing enqueued since: what MLIR's create, launch, synchronize,
+  // destroy sequence releases, without asking the driver again.
+  handle acquired_stream = nullptr, acquired_context = nullptr, idle_stream = nullptr;
+  // A released idle stream kept for the next acquire (MLIR makes and destroys one
+  // per launch) without the pool's lock; back to its pool at thread exit (the
+  // exit hook, armed when the first one is kept).
+  runtime* spare_owner = nullptr;
+  handle spare_context = nullptr, spare_stream = nullptr;
+  bool exit_hook_armed = false;
+  // The last function look-up (MLIR looks the same kernel up before every
+  // launch), answered without the shared cache's lock and string key; names
+  // longer than the buffer always take the shared cache.
+  const runtime* lookup_owner = nullptr;
+  handle lookup_module = nullptr, lookup_function = nullptr;
+  char lookup_name[64] = {};
+
+  bool bound_to(const runtime& r) const { return bound_epoch == r.device_epoch_.load(std::memory_order_relaxed); }
+  void remember_lookup(const runtime* r, handle module, handle function, const char* name) {
+    const std::size_t length = std::strlen(name);
+    lookup_owner = length < sizeof lookup_name ? r : nullptr;
+    if (!lookup_owner) return;
+    std::memcpy(lookup_name, name, length + 1);
+    lookup_module = module, lookup_function = function;
+  }
+  void keep_spare(runtime* owner, handle context, handle stream);
+
+  // Trivially destructible, so that no access pays a guard for a destructor's
+  // registration: the spare stream goes back at thread exit by this hook instead.
+  struct exit_hook {
+    ~exit_hook() {
+      if (thread_state& t = this_thread(); t.spare_stream) {
+        t.spare_owner->pools(t.spare_context)->streams.put(t.spare_stream);
+        t.spare_stream = nullptr;
+      }
+    }
+  };
+};
+
+thread_local runtime::thread_state runtime::this_thread_;
+
+// The empty asm makes the address opaque, so the caller keeps it in a register:
+// GCC would otherwise call __tls_get_addr again at every use of the reference.
+inline runtime::thread_state& runtime::this_thread() {
+  thread_state* t = &this_thread_;
+  asm("" : "+r"(t));
+  return *t;
+}
+
+void runtime::thread_state::keep_spare(runtime* owner, handle context, handle stream) {
+  if (!exit_hook_armed) {
+    static thread_local exit_hook hook;
+    (void)hook;  // constructed (and its destructor registered) on this first use
+    exit_hook_armed = true;
+  }
+  spare_owner = owner, spare_context = context, spare_stream = stream;
+}
 
 runtime* runtime::get(platform p, std::string* why) {
   static std::once_flag once[3];
@@ -119,14 +169,15 @@ void runtime::set_default_device(int device) {
 }
 
 bool runtime::bind_thread() {
+  thread_state& t = this_thread();
   const int epoch = device_epoch_.load();
-  if (bound_epoch == epoch) return true;
+  if (t.bound_epoch == epoch) return true;
   handle context = nullptr;
   if (!check(drv_.use_device(default_device_.load()), "selecting the device") ||
       !check(drv_.current_context(&context), "reading the current context"))
     return false;
-  bound_epoch = epoch;
-  bound_context = context;
+  t.bound_epoch = epoch;
+  t.bound_context = context;
   return true;
 }
 
@@ -144,7 +195,7 @@ handle runtime::use_stream_context(handle stream) {
   }
   if (wanted != current) {
     if (!check(drv_.set_context(wanted), "making the stream's context current")) return nullptr;
-    bound_epoch = -1;  // bind_thread's device may no longer be current
+    this_thread().bound_epoch = -1;  // bind_thread's device may no longer be current
   }
   return wanted;
 }
@@ -157,10 +208,10 @@ runtime::context_pools* runtime::pools(handle context) {
   return contexts_.emplace_back(context, std::make_unique<context_pools>()).second.get();
 }
 
-runtime::context_pools* runtime::current_pools() {
+runtime::context_pools* runtime::current_pools(thread_state& t) {
   // Bound (bind_thread) and not moved since (use_stream_context unbinds when it
   // switches): the bound context is current.
-  if (bound_epoch == device_epoch_.load() && bound_context) return pools(bound_context);
+  if (t.bound_to(*this) && t.bound_context) return pools(t.bound_context);
   handle context = nullptr;
   if (!check(drv_.current_context(&context), "reading the current context")) return nullptr;
   if (!context) fail("no current context (no device selected on this thread)");
@@ -180,21 +231,14 @@ void runtime::handle_pool::put(handle h) {
   idle.push_back(h);
 }
 
-// A stream this thread released, idle, kept for its next acquire (MLIR makes and
-// destroys one per launch) without the pool's lock; back to the pool at thread exit.
-thread_local runtime::spare_stream runtime::spare_;
-
-runtime::spare_stream::~spare_stream() {
-  if (stream) owner->pools(context)->streams.put(stream);
-}
-
 handle runtime::acquire_stream() {
-  const handle bound = bound_epoch == device_epoch_.load() ? bound_context : nullptr;
+  thread_state& t = this_thread();
+  const handle bound = t.bound_to(*this) ? t.bound_context : nullptr;
   handle s = nullptr;
-  if (pooling_ && bound && spare_.stream && spare_.owner == this && spare_.context == bound) {
-    s = spare_.stream, spare_.stream = nullptr;
+  if (pooling_ && bound && t.spare_stream && t.spare_owner == this && t.spare_context == bound) {
+    s = t.spare_stream, t.spare_stream = nullptr;
   } else {
-    context_pools* p = current_pools();
+    context_pools* p = current_pools(t);
     if (!p) return nullptr;
     s = pooling_ ? p->streams.take() : nullptr;
   }
@@ -204,18 +248,18 @@ handle runtime::acquire_stream() {
     if (!check(drv_.stream_create(&s), "creating a stream")) return nullptr;
     ++stats_.streams_created;
   }
-  acquired_stream = s, acquired_context = bound;
+  t.acquired_stream = s, t.acquired_context = bound;
   return s;
 }
 
 bool runtime::synchronize(handle stream) {
   if (!check(drv_.stream_synchronize(stream), "synchronizing a stream")) return false;
-  idle_stream = stream;
+  this_thread().idle_stream = stream;
   return true;
 }
 
 void runtime::enqueued(handle stream) {
-  if (stream == idle_stream) idle_stream = nullptr;
+  if (thread_state& t = this_thread(); stream == t.idle_stream) t.idle_stream = nullptr;
 }
 
 void runtime::release_stream(handle stream) {
@@ -226,20 +270,21 @@ void runtime::release_stream(handle stream) {
   }
   // Idle before anyone else gets it: synchronized here unless this thread did
   // with nothing enqueued since (MLIR synchronizes before it destroys).
-  handle context = stream == acquired_stream ? acquired_context : nullptr;
-  if ((stream != idle_stream && !check(drv_.stream_synchronize(stream), "synchronizing a released stream")) ||
+  thread_state& t = this_thread();
+  handle context = stream == t.acquired_stream ? t.acquired_context : nullptr;
+  if ((stream != t.idle_stream && !check(drv_.stream_synchronize(stream), "synchronizing a released stream")) ||
       (!context && !check(drv_.stream_context(stream, &context), "reading a released stream's context")) || !context) {
     check(drv_.stream_destroy(stream), "destroying a failed stream");
     return;
   }
-  if (stream == acquired_stream) acquired_stream = nullptr;
-  if (stream == idle_stream) idle_stream = nullptr;
-  if (!spare_.stream) spare_ = {this, context, stream};
+  if (stream == t.acquired_stream) t.acquired_stream = nullptr;
+  if (stream == t.idle_stream) t.idle_stream = nullptr;
+  if (!t.spare_stream) t.keep_spare(this, context, stream);
   else pools(context)->streams.put(stream);
 }
 
 handle runtime::acquire_event() {
-  context_pools* p = current_pools();
+  context_pools* p = current_pools(this_thread());
   if (!p) return nullptr;
   if (handle e = pooling_ ? p->events.take() : nullptr) return e;
   handle e = nullptr;
@@ -256,7 +301,7 @@ void runtime::release_event(handle event) {
   }
   // Into the current context's pool: the driver cannot say an event's context;
   // mgpu's calls come from the thread's default device, where it was made.
-  if (context_pools* p = current_pools()) p->events.put(event);
+  if (context_pools* p = current_pools(this_thread())) p->events.put(event);
   else check(drv_.event_destroy(event), "destroying an event");
 }
 
@@ -305,21 +350,22 @@ void runtime::unload_module(handle module) {
 
 handle runtime::function(handle module, const char* name) {
   if (!module || !name) return fail("function lookup without a module or a name"), nullptr;
-  if (pooling_ && last_lookup.rt == this && last_lookup.module == module && last_lookup.name == name) {
+  thread_state& t = this_thread();
+  if (pooling_ && t.lookup_owner == this && t.lookup_module == module && std::strcmp(t.lookup_name, name) == 0) {
     ++stats_.function_cache_hits;
-    return last_lookup.function;
+    return t.lookup_function;
   }
   std::lock_guard<std::mutex> lock(functions_mutex_);
   auto key = std::make_pair(module, std::string(name));
   if (auto it = functions_.find(key); pooling_ && it != functions_.end()) {
     ++stats_.function_cache_hits;
-    last_lookup = {this, module, it->second, key.second};
+    t.remember_lookup(this, module, it->second, name);
     return it->second;
   }
   handle f = nullptr;
   if (!check(drv_.module_get_function(&f, module, name), ("looking up kernel " + key.second).c_str())) return nullptr;
   ++stats_.function_lookups;
-  last_lookup = {this, module, f, key.second};
+  t.remember_lookup(this, module, f, name);
   functions_.insert_or_assign(std::move(key), f);
   return f;
 }

@@ -125,13 +125,12 @@ class runtime {
   std::mutex contexts_mutex_;
   std::vector<std::pair<handle, std::unique_ptr<context_pools>>> contexts_;  // few: one per device
   context_pools* pools(handle context);                                      // nullptr if no context
-  struct spare_stream {                                                      // one idle stream per thread (runtime.cpp)
-    runtime* owner = nullptr;
-    handle context = nullptr, stream = nullptr;
-    ~spare_stream();
-  };
-  static thread_local spare_stream spare_;
-  context_pools* current_pools();  // of the current context; nullptr (recorded) if none is current
+  // What a thread knows without asking the driver (runtime.cpp): one object, so
+  // that a call finds it with one TLS look-up.
+  struct thread_state;
+  static thread_local thread_state this_thread_;
+  static thread_state& this_thread();             // its address, looked up once per call
+  context_pools* current_pools(thread_state& t);  // of the current context; nullptr (recorded) if none is current
 
   std::mutex modules_mutex_;
   std::unordered_multimap<std::uint64_t, std::unique_ptr<module_entry>> modules_;  // by content hash (+ context)

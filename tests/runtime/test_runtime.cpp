@@ -59,6 +59,21 @@ TEST(Runtime, StreamsComeFromThePool) {
   EXPECT_GE(after.at("stream_reuses") - before.at("stream_reuses"), 100);
 }
 
+// A thread keeps its last released stream for its next create; when the thread
+// ends, that stream goes back to the pool for the others.
+TEST(Runtime, AnEndingThreadGivesItsStreamBack) {
+  const auto before = stats();
+  for (int i = 0; i < 20; ++i)
+    std::thread([] {
+      void* s = mgpuStreamCreate();
+      mgpuStreamSynchronize(s);
+      mgpuStreamDestroy(s);
+    }).join();
+  const auto after = stats();
+  EXPECT_LE(after.at("streams_created") - before.at("streams_created"), 1);
+  EXPECT_GE(after.at("stream_reuses") - before.at("stream_reuses"), 19);
+}
+
 TEST(Runtime, ModulesAndFunctionsAreCachedByContent) {
   const auto before = stats();
   std::vector<char> copy(ptx, ptx + sizeof ptx);  // same bytes, another address: the same module
