@@ -81,7 +81,7 @@ struct runtime::thread_state {
   // exit hook, armed when the first one is kept).
   runtime* spare_owner = nullptr;
   handle spare_context = nullptr, spare_stream = nullptr;
-  bool exit_hook_armed = false;
+  bool exit_hook_armed = false, exited = false;  // exited: streams released later go to the pool
   // The last function look-up (MLIR looks the same kernel up before every
   // launch), answered without the shared cache's lock and string key; names
   // longer than the buffer always take the shared cache.
@@ -103,10 +103,10 @@ struct runtime::thread_state {
   // registration: the spare stream goes back at thread exit by this hook instead.
   struct exit_hook {
     ~exit_hook() {
-      if (thread_state& t = this_thread(); t.spare_stream) {
-        t.spare_owner->pools(t.spare_context)->streams.put(t.spare_stream);
-        t.spare_stream = nullptr;
-      }
+      thread_state& t = this_thread();
+      if (t.spare_stream) t.spare_owner->pools(t.spare_context)->streams.put(t.spare_stream);
+      t.spare_stream = nullptr;
+      t.exited = true;
     }
   };
 };
@@ -279,7 +279,7 @@ void runtime::release_stream(handle stream) {
   }
   if (stream == t.acquired_stream) t.acquired_stream = nullptr;
   if (stream == t.idle_stream) t.idle_stream = nullptr;
-  if (!t.spare_stream) t.keep_spare(this, context, stream);
+  if (!t.spare_stream && !t.exited) t.keep_spare(this, context, stream);
   else pools(context)->streams.put(stream);
 }
 
