@@ -99,8 +99,9 @@ struct runtime::thread_state {
   }
   void keep_spare(runtime* owner, handle context, handle stream);
 
-  // Trivially destructible, so that no access pays a guard for a destructor's
-  // registration: the spare stream goes back at thread exit by this hook instead.
+  // thread_state itself is trivially destructible, so that no access pays a guard
+  // for a destructor's registration: the spare stream goes back at thread exit by
+  // this hook instead.
   struct exit_hook {
     ~exit_hook() {
       thread_state& t = this_thread();
