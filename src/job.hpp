@@ -11,12 +11,14 @@
 
 namespace tinyla {
 
-enum class op : int { slogdet, det, inv, solve, slogdet_inv };
+// log_det_laplacian: derivatives of log det A from A^-T (kernels/log_det_laplacian.hpp); the
+// CPU alone runs it, no factorization.
+enum class op : int { slogdet, det, inv, solve, slogdet_inv, log_det_laplacian };
 
-// What a kernel computes: the op's outputs are whichever job pointers are set.
+// What a factorizing kernel computes: the op's outputs are whichever job pointers are set.
 enum class family { determinant, inverse, solve };  // slogdet/det, inv/slogdet_inv, solve
 
-constexpr family family_of(op kind) {
+constexpr family family_of(op kind) {  // of a factorizing op
   return kind == op::solve ? family::solve
                            : (kind == op::inv || kind == op::slogdet_inv ? family::inverse : family::determinant);
 }
@@ -35,6 +37,12 @@ struct job {
   void* det = nullptr;           // (batch) element type
   std::int32_t* info = nullptr;  // (batch), nullable
   bool transpose_x = false;      // inv / slogdet_inv: write x[b][j][i] = (A_b^-1)[i][j]
+  // log_det_laplacian: a = A^-T, b = the Laplacian of A (batch, n, n), tangents = dA/dx_c
+  // (batch, tangent_count, n, n); outputs grad (batch, tangent_count) and laplacian (batch).
+  std::int64_t tangent_count = 0;
+  const void* tangents = nullptr;
+  void* grad = nullptr;
+  void* laplacian = nullptr;
 };
 
 // count = batch * rows * cols elements, false if it (or its size in bytes)
@@ -53,6 +61,12 @@ inline tinyla_status validate(dtype t, const job& jb) {
   std::int64_t a_count, b_count = 0;
   if (!element_count(jb.batch, jb.n, jb.n, t, a_count)) return TINYLA_INVALID_ARGUMENT;
   if (jb.kind == op::solve && !element_count(jb.batch, jb.n, jb.nrhs, t, b_count)) return TINYLA_INVALID_ARGUMENT;
+  std::int64_t tangent_rows, tangent_count = 0, grad_count = 0;
+  if (jb.kind == op::log_det_laplacian &&
+      (jb.tangent_count < 0 || __builtin_mul_overflow(jb.tangent_count, jb.n, &tangent_rows) ||
+       !element_count(jb.batch, tangent_rows, jb.n, t, tangent_count) ||
+       !element_count(jb.batch, jb.tangent_count, 1, t, grad_count)))
+    return TINYLA_INVALID_ARGUMENT;
   if (a_count > 0 && !jb.a) return TINYLA_INVALID_ARGUMENT;
   const bool per_matrix = jb.batch > 0;
   switch (jb.kind) {
@@ -70,6 +84,11 @@ inline tinyla_status validate(dtype t, const job& jb) {
       break;
     case op::slogdet_inv:
       if ((per_matrix && (!jb.sign || !jb.logabsdet)) || (a_count > 0 && !jb.x)) return TINYLA_INVALID_ARGUMENT;
+      break;
+    case op::log_det_laplacian:
+      if ((a_count > 0 && !jb.b) || (tangent_count > 0 && !jb.tangents) || (grad_count > 0 && !jb.grad) ||
+          (per_matrix && !jb.laplacian))
+        return TINYLA_INVALID_ARGUMENT;
       break;
   }
   return TINYLA_OK;

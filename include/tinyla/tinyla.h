@@ -25,6 +25,7 @@
  *                the same with inv_t = (A^-1)^T written instead of A^-1, bit for bit
  *                its transpose: for real A that is d logabsdet / dA, the gradient
  *                (autodiff rules use it to skip a transposition pass).
+ *   log_det_laplacian  (below) the gradient and Laplacian of log det A from A^-T.
  *
  * In-place use (inv == a, x == b) is allowed; other overlaps are undefined.
  */
@@ -91,6 +92,24 @@ TINYLA_DECLARE_OPS(tinyla_, f32, float, float, ())
 TINYLA_DECLARE_OPS(tinyla_, f64, double, double, ())
 TINYLA_DECLARE_OPS(tinyla_, c64, void, float, ())
 TINYLA_DECLARE_OPS(tinyla_, c128, void, double, ())
+
+/* log_det_laplacian (CPU only): the derivatives of log det A that a forward Laplacian needs,
+ * from inv_t = A^-T (slogdet_inv_transposed's output), the tangents da = dA/dx_c of shape
+ * (batch, tangents, n, n) and lap_a = sum_c d^2 A/dx_c^2 of shape (batch, n, n):
+ *   grad[b][c]   = tr(A^-1 dA/dx_c),                                 shape (batch, tangents)
+ *   laplacian[b] = tr(A^-1 lap_a) - sum_c tr((A^-1 dA/dx_c)^2),      shape (batch)
+ * (complex: the same complex expressions, no conjugation; their real parts belong to log|det A|,
+ * the imaginary ones to the phase). The product A^-1 dA/dx_c is never written; rows of a tangent
+ * that are exactly zero cost nothing (a Slater matrix of one-electron orbitals: one row per
+ * coordinate), with the dense product's results. Any n; n = 0 gives zeros. A NaN-filled inverse
+ * (tinyla's singular case) gives NaN. */
+#define TINYLA_DECLARE_LOG_DET_LAPLACIAN(sfx, E)                                                                       \
+  TINYLA_API tinyla_status tinyla_log_det_laplacian_##sfx(int64_t batch, int64_t n, int64_t tangents, const E* inv_t,  \
+                                                          const E* lap_a, const E* da, E* grad, E* laplacian);
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(f32, float)
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(f64, double)
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(c64, void)
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(c128, void)
 
 #ifdef __cplusplus
 }

@@ -113,6 +113,12 @@ tinyla_status c_slogdet_inv_transposed(std::int64_t b, std::int64_t n, const T* 
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_slogdet_inv_transposed, b, n, ptr(a), ptr(s), l, ptr(x))
 }
 
+template <class T> tinyla_status c_log_det_laplacian(std::int64_t b, std::int64_t n, std::int64_t k, const T* inv_t,
+                                                     const T* lap_a, const T* da, T* grad, T* laplacian) {
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_log_det_laplacian, b, n, k, ptr(inv_t), ptr(lap_a), ptr(da), ptr(grad),
+                             ptr(laplacian))
+}
+
 }  // namespace detail
 
 // ---- outputs provided by the caller ------------------------------------------------

@@ -10,7 +10,9 @@ with respect to the inputs x (folx's FwdJacobian) and its Laplacian:
 Where folx's Jacobian is sparse so that every input coordinate enters one row of A only (or one
 column) -- a Slater matrix A_ij = phi_j(r_i) of one-electron orbitals -- dA/dx_c = e_i w^T and
 tr((A^-1 dA/dx_c)^2) = (d_c log det A)^2: O(n^2) per coordinate instead of O(n^3). Otherwise the
-dense Jacobian is contracted as folx's own rule does.
+dense Jacobian goes to tinyla's log_det_laplacian kernel: A^-1 dA/dx_c formed and reduced in
+cache, never written, the Jacobian's zero rows skipped at run time (folx's default
+sparsity_threshold = 0 hands every rule a dense Jacobian, even for one-electron orbitals).
 """
 from __future__ import annotations
 
@@ -69,18 +71,9 @@ def _row_coordinates(mask: np.ndarray):
     return slot, coords
 
 
-# XLA's CPU reductions over a leading or a short axis of these (tangent, ..., n, n) arrays ran 3-10x
-# slower than the same sums written as element-wise adds, which fuse into one loop (n = 5..16).
-_UNROLLED_PAIRS_MAX_N = 16
-# M_c = A^-1 dA/dx_c as a dot for these n, as fused element-wise products elsewhere. The fused form
-# takes folx's Jacobian into its loop, so when that Jacobian is itself a fused expression (the
-# product rule of the orbitals) XLA recomputes it for each of the n terms of every entry; a dot's
-# operand is written once. Measured on the folx Laplacian of bench/qmc_workload.py's Slater ansatz
-# (256 walkers, XLA CPU, both in one process): the dot 5-16 % faster at n = 7..15, the fused form
-# 12-14 % faster at n = 4..6 and 1-8 % at n = 16..24 (there XLA writes the Jacobian out itself).
-_DOT_PRODUCTS_N = range(7, 16)
-
-
+# Sums over folx's tangent axis or the determinants' axis are written as element-wise adds: XLA's
+# CPU reductions over a leading or a short axis of these arrays ran 3-10x slower than the same
+# sums as adds, which fuse into one loop (n = 5..16).
 def _add_all(terms):
     return functools.reduce(operator.add, terms)
 
@@ -94,7 +87,6 @@ def _log_det(a: FwdLaplArray, inverse_t):
     """The Jacobian (FwdJacobian) and Laplacian of log det A from A^-T (complex for complex A:
     the real parts belong to log|det A|, the imaginary ones to the phase)."""
     shape = a.x.shape
-    laplacian = jnp.sum(inverse_t * a.laplacian, axis=(-2, -1))  # tr(A^-1 Delta A)
     mask = _static_mask(a.jacobian, shape)
     for transposed in (False, True):
         plan = None if mask is None else _row_coordinates(np.swapaxes(mask, -1, -2) if transposed else mask)
@@ -114,25 +106,15 @@ def _log_det(a: FwdLaplArray, inverse_t):
         used = ids >= 0
         segment = np.searchsorted(coords, ids[used])
         grad = jax.ops.segment_sum(per_slot[np.flatnonzero(used)], segment, num_segments=coords.size)
-        laplacian = laplacian - _sum_tangents(grad * grad)
+        laplacian = jnp.sum(inverse_t * a.laplacian, axis=(-2, -1)) - _sum_tangents(grad * grad)  # tr(A^-1 Delta A)
         index = np.broadcast_to(coords.reshape(-1, *(1,) * (grad.ndim - 1)), grad.shape)
         return FwdJacobian(grad, index), laplacian
-    dense = a.jacobian.dense_array  # (K, ..., n, n)
-    n = shape[-1]
-    if n == 0:  # det of a 0 x 0 matrix: 1 whatever x is
-        return FwdJacobian.from_dense(jnp.zeros(dense.shape[:-2], dense.dtype)), laplacian
-    inverse = jnp.swapaxes(inverse_t, -1, -2)
-    if n in _DOT_PRODUCTS_N:  # M_c = A^-1 dA/dx_c
-        products = jnp.einsum("...ij,k...jd->k...id", inverse, dense, precision=jax.lax.Precision.HIGHEST)
-    else:
-        products = _tlj._matmul(inverse, dense)
-    grad = _add_all(products[..., i, i] for i in range(n))  # tr M_c
-    if n <= _UNROLLED_PAIRS_MAX_N:  # tr(M_c M_c)
-        squares = _add_all(products[..., i, j] * products[..., j, i] for i in range(n) for j in range(n))
-    else:
-        squares = jnp.sum(products * jnp.swapaxes(products, -1, -2), axis=(-2, -1))
-    laplacian = laplacian - _sum_tangents(squares)
-    return FwdJacobian.from_dense(grad), laplacian
+    # Dense: tinyla's log_det_laplacian kernel, which forms each A^-1 dA/dx_c in its registers and
+    # cache only, and skips the Jacobian's zero rows at run time.
+    dense = jnp.broadcast_to(a.jacobian.dense_array, (a.jacobian.data.shape[0], *shape))  # (K, ..., n, n)
+    lap_a = jnp.broadcast_to(a.laplacian, shape)
+    grad, laplacian = _tlj._log_det_laplacian(inverse_t, lap_a, jnp.moveaxis(dense, 0, -3))
+    return FwdJacobian.from_dense(jnp.moveaxis(grad, -1, 0)), laplacian
 
 
 def _padded(data, width: int):

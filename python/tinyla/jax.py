@@ -135,6 +135,8 @@ def _result_types(op: str, avals) -> list[tuple[tuple, np.dtype]]:
         return [(a.shape, a.dtype)]
     if op == "solve":
         return [(avals[1].shape, a.dtype)]
+    if op == "log_det_laplacian":  # (inverse_t, lap_a, da): grad (..., k), laplacian (...)
+        return [(avals[2].shape[:-2], a.dtype), (batch, a.dtype)]
     return [(batch, a.dtype), (batch, real), (a.shape, a.dtype)]  # slogdet_inv, slogdet_inv_transposed
 
 
@@ -206,10 +208,11 @@ def _missing_gpu_lowering(ctx, *args, op, platform):
         f"(docs/gpu.md), or run on the CPU")
 
 
-def _make_primitive(op: str) -> Primitive:
+def _make_primitive(op: str, gpu_reference=None) -> Primitive:
+    """gpu_reference: for an op with no GPU kernel, the jnp function that GPUs lower instead."""
     target = f"tinyla_{op}"
     jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(_handlers, f"tinyla_xla_{op}")), platform="cpu")
-    for platform, lib in _gpu_handlers.items():
+    for platform, lib in _gpu_handlers.items() if gpu_reference is None else ():
         jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, f"tinyla_xla_{op}")),
                                     platform=platform.upper())
     jax.ffi.register_ffi_target_as_batch_partitionable(target)
@@ -226,14 +229,32 @@ def _make_primitive(op: str) -> Primitive:
         legacy_shard_map.register_standard_check(prim)
         legacy_shard_map.register_standard_rewrite(prim)
     for platform in ("cpu", "cuda", "rocm"):
-        rule = (functools.partial(_lowering, op=op) if platform == "cpu" or platform in _gpu_handlers
-                else functools.partial(_missing_gpu_lowering, op=op, platform=platform))
+        if platform != "cpu" and gpu_reference is not None:
+            rule = mlir.lower_fun(gpu_reference, multiple_results=True)
+        elif platform == "cpu" or platform in _gpu_handlers:
+            rule = functools.partial(_lowering, op=op)
+        else:
+            rule = functools.partial(_missing_gpu_lowering, op=op, platform=platform)
         mlir.register_lowering(prim, rule, platform=platform)
     return prim
 
 
 _OPS = ("slogdet", "det", "inv", "inv_transposed", "solve", "slogdet_inv", "slogdet_inv_transposed")
 _PRIMITIVES = {op: _make_primitive(op) for op in _OPS}
+
+
+def _log_det_laplacian_jnp(inverse_t, lap_a, da):
+    """What the log_det_laplacian kernel computes, in jnp: from A^-T, the Laplacian of A and the
+    tangents dA/dx_c (..., k, n, n), grad_c = tr(A^-1 dA/dx_c) and
+    laplacian = tr(A^-1 lap_a) - sum_c tr((A^-1 dA/dx_c)^2)."""
+    products = jnp.einsum("...ji,...cjk->...cik", inverse_t, da, precision=jax.lax.Precision.HIGHEST)
+    grad = jnp.trace(products, axis1=-2, axis2=-1)
+    squares = jnp.sum(products * jnp.swapaxes(products, -1, -2), axis=(-3, -2, -1))
+    return grad, jnp.sum(inverse_t * lap_a, axis=(-2, -1)) - squares
+
+
+# No GPU kernel yet: GPUs run its jnp form.
+_PRIMITIVES["log_det_laplacian"] = _make_primitive("log_det_laplacian", gpu_reference=_log_det_laplacian_jnp)
 
 
 # Largest n computed by element-wise XLA code instead of a custom call (see _closed_form).
@@ -354,6 +375,19 @@ def _solve_jvp(primals, tangents):
     x_and_inverse = _solve(a, jnp.concatenate([b, eye], axis=-1))  # one factorization for both
     x, inverse = x_and_inverse[..., :k], x_and_inverse[..., k:]
     return x, _matmul(inverse, db - _matmul(da, x))
+
+
+@jax.custom_jvp
+def _log_det_laplacian(inverse_t, lap_a, da):
+    """(grad (..., k), laplacian (...)) of log det A along the tangents da (..., k, n, n), from
+    A^-T and the Laplacian of A: one pass, A^-1 dA/dx_c never written (_folx.py's rules)."""
+    return tuple(_PRIMITIVES["log_det_laplacian"].bind(inverse_t, lap_a, da))
+
+
+@_log_det_laplacian.defjvp
+def _log_det_laplacian_jvp(primals, tangents):
+    # The outputs are polynomials in the inputs: their jnp form differentiates to any order.
+    return _log_det_laplacian(*primals), jax.jvp(_log_det_laplacian_jnp, primals, tangents)[1]
 
 
 # ---- named entry points ----------------------------------------------------------------------

@@ -10,12 +10,14 @@
 #include <bit>
 #include <complex>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "cpu/backend.hpp"
 #include "cpu/simd.hpp"
+#include "kernels/log_det_laplacian.hpp"
 #include "kernels/lu.hpp"
 
 #if !defined(TINYLA_VECTOR_BYTES) || !defined(TINYLA_DTYPE)
@@ -99,11 +101,14 @@ template <int W, class F> TINYLA_INLINE bool with_pow2(int64_t k, F&& f) {
   }(std::make_integer_sequence<int, std::bit_width(unsigned(W))>{});
 }
 
-// K reals of each of `count` matrices (matrix w at src + w * K) into K lane
-// vectors at dst, `stride` vectors apart (2 when a lane group is a register
-// pair); lanes past count repeat matrix 0 (their results are dropped).
-template <class R, int W> TINYLA_INLINE void pack(const R* src, int64_t K, int count, void* dst, int stride = 1) {
+// K reals of each of `count` matrices (matrix w at src + w * src_stride, by
+// default K) into K lane vectors at dst, `stride` vectors apart (2 when a lane
+// group is a register pair); lanes past count repeat matrix 0 (their results
+// are dropped).
+template <class R, int W>
+TINYLA_INLINE void pack(const R* src, int64_t K, int count, void* dst, int stride = 1, int64_t src_stride = -1) {
   if (K == 0) return;  // n = 0 (src may be null)
+  if (src_stride < 0) src_stride = K;
   if constexpr (W == 1) {
     std::memcpy(dst, src, size_t(K) * sizeof(R));
   } else {
@@ -111,7 +116,7 @@ template <class R, int W> TINYLA_INLINE void pack(const R* src, int64_t K, int c
     auto* out = static_cast<char*>(dst);
     auto put = [&](int64_t c, const V& v) { std::memcpy(out + c * stride * int64_t(sizeof(V)), &v, sizeof(V)); };
     // A full group of small matrices is one contiguous block of K vectors.
-    if (count == W && K < W &&
+    if (count == W && K < W && src_stride == K &&
         with_pow2<W>(
             K,
             [&](auto k) {
@@ -122,7 +127,7 @@ template <class R, int W> TINYLA_INLINE void pack(const R* src, int64_t K, int c
             }))
       return;
     const R* rows[W];
-    for (int w = 0; w < W; ++w) rows[w] = src + (w < count ? w : 0) * K;
+    for (int w = 0; w < W; ++w) rows[w] = src + (w < count ? w : 0) * src_stride;
     int64_t c = 0;
     for (; c + W <= K; c += W) {
       V r[W];
@@ -206,6 +211,14 @@ template <class L> TINYLA_INLINE void store_element(void* out, int64_t b, int co
   auto* o = static_cast<lane_real<L>*>(out) + 2 * b;
   for (int w = 0; w < count; ++w) o[2 * w] = lane_get(v.re, w), o[2 * w + 1] = lane_get(v.im, w);
 }
+// Lane w of v as element `index` of out.
+template <class L> TINYLA_INLINE void store_lane(void* out, int64_t index, int w, L v) {
+  static_cast<lane_real<L>*>(out)[index] = lane_get(v, w);
+}
+template <class L> TINYLA_INLINE void store_lane(void* out, int64_t index, int w, cplx<L> v) {
+  auto* o = static_cast<lane_real<L>*>(out) + 2 * index;
+  o[0] = lane_get(v.re, w), o[1] = lane_get(v.im, w);
+}
 template <class L> TINYLA_INLINE void store_info(std::int32_t* out, int64_t b, int count, L v) {
   if (!out) return;
   for (int w = 0; w < count; ++w) out[b + w] = std::int32_t(lane_get(v, w));
@@ -221,9 +234,9 @@ template <class E, int Size> struct group_storage {
   E* data() { return v; }
 };
 template <class E> struct group_storage<E, -1> {
-  std::vector<E> v;
-  explicit group_storage(int64_t size) : v(size_t(std::max<int64_t>(size, 1))) {}
-  E* data() { return v.data(); }
+  std::unique_ptr<E[]> v;
+  explicit group_storage(int64_t size) : v(new E[size_t(std::max<int64_t>(size, 1))]()) {}
+  E* data() { return v.get(); }
 };
 
 // Transposes `count` consecutive n x n matrices of C-real elements in place.
@@ -311,7 +324,41 @@ template <class T, int N, int P, family F> void run_range(const job& jb, int64_t
   }
 }
 
+// log_det_laplacian (kernels/log_det_laplacian.hpp): per lane group, A^-T and the Laplacian of
+// A packed once, the tangents one at a time (matrix b's tangent c at (b * count + c) * n * n).
+template <class T, int N> void run_log_det_laplacian(const job& jb, int64_t begin, int64_t end) {
+  using R = storage_real_t<T>;
+  constexpr int C = type_info<T>::reals;
+  constexpr int W = lanes_of<R>();
+  using L = typename lane_type<R, W, 1>::type;
+  using E = std::conditional_t<C == 2, cplx<L>, L>;
+  constexpr int fixed_size = N >= 0 ? N * N : -1;
+
+  const shape<N, N> sq{int(jb.n), int(jb.n)};
+  const int n = sq.n();
+  const int64_t ka = int64_t(n) * n * C, tangents = jb.tangent_count;
+  group_storage<E, fixed_size> g(int64_t(n) * n), h(int64_t(n) * n), d(int64_t(n) * n), m(int64_t(n) * n);
+  group_storage<bool, N> g_row_finite(n);
+  group_storage<int, N> rows(n);
+  for (int64_t b = begin; b < end; b += W) {
+    const int count = int(std::min<int64_t>(W, end - b));
+    pack<R, W>(static_cast<const R*>(jb.a) + b * ka, ka, count, g.data());
+    pack<R, W>(static_cast<const R*>(jb.b) + b * ka, ka, count, h.data());
+    finite_rows(sq, g.data(), g_row_finite.data());
+    E laplacian = sum_of_products(sq, g.data(), h.data());
+    for (int64_t c = 0; c < tangents; ++c) {
+      pack<R, W>(static_cast<const R*>(jb.tangents) + (b * tangents + c) * ka, ka, count, d.data(), 1, tangents * ka);
+      E trace, square_trace;
+      tangent_traces(sq, g.data(), g_row_finite.data(), d.data(), rows.data(), m.data(), trace, square_trace);
+      laplacian = laplacian - square_trace;
+      for (int w = 0; w < count; ++w) store_lane(jb.grad, (b + w) * tangents + c, w, trace);
+    }
+    store_element(jb.laplacian, b, count, laplacian);
+  }
+}
+
 template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t end) {
+  if (jb.kind == op::log_det_laplacian) return run_log_det_laplacian<T, N>(jb, begin, end);
   constexpr int determinant_registers = lanes_of<storage_real_t<T>>() > 1 && paired_size(N) ? 2 : 1;
   switch (family_of(jb.kind)) {
     case family::determinant: return run_range<T, N, determinant_registers, family::determinant>(jb, begin, end);

@@ -161,7 +161,7 @@ int num_threads() { return get_pool()->threads(); }
 bool execute(dtype t, const job& jb) {
   if (jb.batch == 0) return true;
   const backend_table& backend = current_backend();
-  const bool fast = jb.n <= max_fast_n;
+  const bool fast = jb.n <= max_fast_n || jb.kind == op::log_det_laplacian;  // no factorization: any n
   auto run = [&](std::int64_t begin, std::int64_t end) {
     if (fast) backend.run[int(t)](jb, begin, end);
     else run_lapack(t, jb, begin, end);
@@ -174,7 +174,8 @@ bool execute(dtype t, const job& jb) {
   std::int64_t m = 0;  // right-hand sides carried through the elimination
   if (jb.kind == op::solve) m = jb.nrhs;
   if (jb.kind == op::inv || jb.kind == op::slogdet_inv) m = jb.n;
-  const double work = double(jb.n + 1) * double(jb.n + 1) * double(jb.n + m + 1) * double(jb.batch);
+  double work = double(jb.n + 1) * double(jb.n + 1) * double(jb.n + m + 1) * double(jb.batch);
+  if (jb.kind == op::log_det_laplacian) work *= double(jb.tangent_count + 1);  // a product per tangent
   auto p = get_pool();
   const std::int64_t by_work = std::int64_t(work / 1e6) + 1;
   const std::int64_t by_batch = (jb.batch + 63) / 64;

@@ -29,6 +29,10 @@ struct cpu_calls {
                                                bool transposed) const {
     return (transposed ? detail::c_slogdet_inv_transposed<T> : detail::c_slogdet_inv<T>)(b, n, a, s, l, x);
   }
+  template <class T> tinyla_status log_det_laplacian(std::int64_t b, std::int64_t n, std::int64_t k, const T* inv_t,
+                                                     const T* lap_a, const T* da, T* grad, T* laplacian) const {
+    return detail::c_log_det_laplacian<T>(b, n, k, inv_t, lap_a, da, grad, laplacian);
+  }
   static const char* why() { return ""; }
 
   // XLA's CPU buffers of 32 MiB and more are fresh mmaps (glibc's allocator),
@@ -50,4 +54,11 @@ struct cpu_calls {
 // The library is built with hidden visibility; the handler symbols are its interface.
 #pragma GCC visibility push(default)
 TINYLA_XLA_HANDLERS(tinyla_xla_, cpu_calls, ffi::Ffi::Bind(), (), ());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_log_det_laplacian, (tinyla::xla_handlers::log_det_laplacian_impl<cpu_calls>),
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>());
 #pragma GCC visibility pop

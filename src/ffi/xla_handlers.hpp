@@ -208,6 +208,36 @@ ffi::Error slogdet_inv_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBu
   });
 }
 
+// inv_t = A^-T and lap_a (..., n, n), da (..., k, n, n) -> grad (..., k), laplacian (...): the
+// C API's log_det_laplacian (CPU only).
+template <class Calls, class... Ctx>
+ffi::Error log_det_laplacian_impl(Ctx... ctx, ffi::AnyBuffer inv_t, ffi::AnyBuffer lap_a, ffi::AnyBuffer da,
+                                  ffi::Result<ffi::AnyBuffer> grad, ffi::Result<ffi::AnyBuffer> laplacian) {
+  const Calls c{ctx...};
+  const auto di = inv_t.dimensions(), dl = lap_a.dimensions(), dd = da.dimensions();
+  bool ok = di.size() >= 2 && dl.size() == di.size() && dd.size() == di.size() + 1 &&
+            lap_a.element_type() == inv_t.element_type() && da.element_type() == inv_t.element_type();
+  for (std::size_t i = 0; ok && i < di.size(); ++i) ok = dl[i] == di[i];
+  for (std::size_t i = 0; ok && i + 2 < di.size(); ++i) ok = dd[i] == di[i];
+  for (std::size_t i = di.size() - 2; ok && i < di.size(); ++i) ok = dd[i + 1] == di[i];
+  if (!ok)
+    return ffi::Error::InvalidArgument(
+        "tinyla_log_det_laplacian: expected inv_t and lap_a of shape (..., n, n) and da (..., k, n, n) of one "
+        "element type; got " +
+        shape_string(di) + ", " + shape_string(dl) + ", " + shape_string(dd));
+  if (auto e = check_outputs(inv_t, "log_det_laplacian",
+                             {{*grad, "grad", dd, dd.size() - 2, inv_t.element_type()},
+                              {*laplacian, "laplacian", di, di.size() - 2, inv_t.element_type()}});
+      e.failure())
+    return e;
+  const std::int64_t k = dd.size() >= 3 ? dd[dd.size() - 3] : 0;
+  return on_matrices(c, inv_t, "log_det_laplacian", [&](auto t, square_batch m) {
+    using T = decltype(t);
+    return c.template log_det_laplacian<T>(m.batch, m.n, k, data<T>(inv_t), data<T>(lap_a), data<T>(da), data<T>(*grad),
+                                           data<T>(*laplacian));
+  });
+}
+
 }  // namespace tinyla::xla_handlers
 
 // Defines the handler symbols prefix<op> for CALLS. BIND: the binding's start

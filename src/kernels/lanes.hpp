@@ -148,6 +148,14 @@ template <class L> TINYLA_HD cplx<L> sub_mul(cplx<L> a, cplx<L> l, cplx<L> u) {
   return {re, im};
 }
 
+// a + x*y with fused multiply-adds.
+template <class L> TINYLA_HD L mul_add(L x, L y, L a) { return fmadd(x, y, a); }
+template <class L> TINYLA_HD cplx<L> mul_add(cplx<L> x, cplx<L> y, cplx<L> a) {
+  L re = fmadd(x.re, y.re, fmadd(-x.im, y.im, a.re));
+  L im = fmadd(x.re, y.im, fmadd(x.im, y.re, a.im));
+  return {re, im};
+}
+
 // LAPACK's pivot magnitude: |x| for real, |re| + |im| for complex (izamax's dcabs1).
 template <class L> TINYLA_HD L pivot_magnitude(L x) { return absval(x); }
 template <class L> TINYLA_HD L pivot_magnitude(cplx<L> x) { return absval(x.re) + absval(x.im); }
@@ -198,6 +206,12 @@ template <class L> TINYLA_HD mask_of<L> is_infinite(cplx<L> x) {
   const auto re_infinite = is_infinite(x.re), im_infinite = is_infinite(x.im);
   return re_infinite | im_infinite;
 }
+
+// Neither infinite nor NaN (every part, for complex).
+template <class L> TINYLA_HD mask_of<L> is_finite(L x) {
+  return absval(x) < L(std::numeric_limits<lane_real<L>>::infinity());
+}
+template <class L> TINYLA_HD mask_of<L> is_finite(cplx<L> x) { return is_finite(x.re) & is_finite(x.im); }
 
 // 1/y; 0 where y == 0 (a zero pivot leaves its column untouched) and where y
 // is infinite (as 1/inf = 0 for reals; C99 Annex G for complex). The select
