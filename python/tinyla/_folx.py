@@ -10,9 +10,10 @@ with respect to the inputs x (folx's FwdJacobian) and its Laplacian:
 Where folx's Jacobian is sparse so that every input coordinate enters one row of A only (or one
 column) -- a Slater matrix A_ij = phi_j(r_i) of one-electron orbitals -- dA/dx_c = e_i w^T and
 tr((A^-1 dA/dx_c)^2) = (d_c log det A)^2: O(n^2) per coordinate instead of O(n^3). Otherwise the
-dense Jacobian goes to tinyla's log_det_laplacian kernel: A^-1 dA/dx_c formed and reduced in
-cache, never written, the Jacobian's zero rows skipped at run time (folx's default
-sparsity_threshold = 0 hands every rule a dense Jacobian, even for one-electron orbitals).
+dense Jacobian of one matrix goes to tinyla's log_det_laplacian kernel: A^-1 dA/dx_c formed and
+reduced in cache, never written, the Jacobian's zero rows skipped at run time (folx's default
+sparsity_threshold = 0 hands every rule a dense Jacobian, even for one-electron orbitals); a
+stack's is contracted by XLA (see _log_det).
 """
 from __future__ import annotations
 
@@ -71,9 +72,19 @@ def _row_coordinates(mask: np.ndarray):
     return slot, coords
 
 
-# Sums over folx's tangent axis or the determinants' axis are written as element-wise adds: XLA's
-# CPU reductions over a leading or a short axis of these arrays ran 3-10x slower than the same
-# sums as adds, which fuse into one loop (n = 5..16).
+# XLA's CPU reductions over a leading or a short axis of these (tangent, ..., n, n) arrays ran 3-10x
+# slower than the same sums written as element-wise adds, which fuse into one loop (n = 5..16).
+_UNROLLED_PAIRS_MAX_N = 16
+# For stacks of matrices (see _log_det): M_c = A^-1 dA/dx_c as a dot for these n, as fused
+# element-wise products elsewhere. The fused form takes folx's Jacobian into its loop, so when that
+# Jacobian is itself a fused expression (the product rule of the orbitals) XLA recomputes it for
+# each of the n terms of every entry; a dot's operand is written once. Measured on the folx
+# Laplacian of bench/qmc_workload.py's Slater ansatz (256 walkers, XLA CPU, both in one process):
+# the dot 5-16 % faster at n = 7..15, the fused form 12-14 % faster at n = 4..6 and 1-8 % at
+# n = 16..24 (there XLA writes the Jacobian out itself).
+_DOT_PRODUCTS_N = range(7, 16)
+
+
 def _add_all(terms):
     return functools.reduce(operator.add, terms)
 
@@ -109,12 +120,33 @@ def _log_det(a: FwdLaplArray, inverse_t):
         laplacian = jnp.sum(inverse_t * a.laplacian, axis=(-2, -1)) - _sum_tangents(grad * grad)  # tr(A^-1 Delta A)
         index = np.broadcast_to(coords.reshape(-1, *(1,) * (grad.ndim - 1)), grad.shape)
         return FwdJacobian(grad, index), laplacian
-    # Dense: tinyla's log_det_laplacian kernel, which forms each A^-1 dA/dx_c in its registers and
-    # cache only, and skips the Jacobian's zero rows at run time.
     dense = jnp.broadcast_to(a.jacobian.dense_array, (a.jacobian.data.shape[0], *shape))  # (K, ..., n, n)
-    lap_a = jnp.broadcast_to(a.laplacian, shape)
-    grad, laplacian = _tlj._log_det_laplacian(inverse_t, lap_a, jnp.moveaxis(dense, 0, -3))
-    return FwdJacobian.from_dense(jnp.moveaxis(grad, -1, 0)), laplacian
+    n = shape[-1]
+    if len(shape) == 2:
+        # One matrix per folx call (vmap over walkers, as folx is used): tinyla's
+        # log_det_laplacian kernel forms each A^-1 dA/dx_c in cache only and skips the Jacobian's
+        # zero rows at run time. For a stack of matrices (K determinants), XLA fuses the Jacobian's
+        # producer into its own contraction, where the kernel needs the Jacobian written out:
+        # measured on bench/ansatz.py's FermiNet-like model (dense Jacobians, K = 16, n = 8 and 16),
+        # the kernel's step was 5-20 % slower there, so stacks keep the XLA form below.
+        lap_a = jnp.broadcast_to(a.laplacian, shape)
+        grad, laplacian = _tlj._log_det_laplacian(inverse_t, lap_a, jnp.moveaxis(dense, 0, -3))
+        return FwdJacobian.from_dense(jnp.moveaxis(grad, -1, 0)), laplacian
+    laplacian = jnp.sum(inverse_t * a.laplacian, axis=(-2, -1))  # tr(A^-1 Delta A)
+    if n == 0:  # det of a 0 x 0 matrix: 1 whatever x is
+        return FwdJacobian.from_dense(jnp.zeros(dense.shape[:-2], dense.dtype)), laplacian
+    inverse = jnp.swapaxes(inverse_t, -1, -2)
+    if n in _DOT_PRODUCTS_N:  # M_c = A^-1 dA/dx_c
+        products = jnp.einsum("...ij,k...jd->k...id", inverse, dense, precision=jax.lax.Precision.HIGHEST)
+    else:
+        products = _tlj._matmul(inverse, dense)
+    grad = _add_all(products[..., i, i] for i in range(n))  # tr M_c
+    if n <= _UNROLLED_PAIRS_MAX_N:  # tr(M_c M_c)
+        squares = _add_all(products[..., i, j] * products[..., j, i] for i in range(n) for j in range(n))
+    else:
+        squares = jnp.sum(products * jnp.swapaxes(products, -1, -2), axis=(-2, -1))
+    laplacian = laplacian - _sum_tangents(squares)
+    return FwdJacobian.from_dense(grad), laplacian
 
 
 def _padded(data, width: int):

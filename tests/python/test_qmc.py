@@ -231,3 +231,14 @@ def test_ansatz_step_matches_jnp():
                                        err_msg=f"{contender}: {name}")
         # the two Laplacians of one model agree as well (independent derivations)
         np.testing.assert_allclose(ours["E_L folx"](params, xs), ours["E_L hessian"](params, xs), rtol=1e-10)
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_log_det_laplacian_lowers_to_its_jnp_form_on_gpus(platform):
+    """No GPU kernel for log_det_laplacian: GPU lowerings hold its jnp form (no GPU needed)."""
+    from tinyla.jax import _log_det_laplacian
+    ops = [random_matrices(shape, np.float64, seed=i) for i, shape in enumerate([(3, 4, 4), (3, 4, 4), (3, 5, 4, 4)])]
+    hlo = jax.jit(_log_det_laplacian).trace(*ops).lower(lowering_platforms=(platform,)).as_text()
+    assert "custom_call" not in hlo and "dot_general" in hlo
+    assert "tinyla_log_det_laplacian" in jax.jit(_log_det_laplacian).trace(*ops).lower(
+        lowering_platforms=("cpu",)).as_text()
