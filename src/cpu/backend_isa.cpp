@@ -325,7 +325,7 @@ template <class T, int N, int P, family F> void run_range(const job& jb, int64_t
 }
 
 // log_det_laplacian (kernels/log_det_laplacian.hpp): per lane group, A^-T and the Laplacian of
-// A packed once, the tangents one at a time (matrix b's tangent c at (b * count + c) * n * n).
+// A packed once, the tangents one at a time (matrix b's tangent c at (b * tangent_count + c) * n * n).
 template <class T, int N> void run_log_det_laplacian(const job& jb, int64_t begin, int64_t end) {
   using R = storage_real_t<T>;
   constexpr int C = type_info<T>::reals;

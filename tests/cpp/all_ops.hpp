@@ -14,6 +14,16 @@
 
 namespace ref {
 
+// A fixture whose tests may switch the CPU backend and the thread count: both restored after each.
+class RestoresCpuSettings : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    tinyla::cpu::select_backend(best_);
+    tinyla_set_num_threads(0);
+  }
+  const char* best_ = tinyla_cpu_backend();
+};
+
 // What the C API does with a job.
 inline tinyla_status run_on_cpu(tinyla::dtype t, const tinyla::job& jb) {
   if (tinyla_status s = tinyla::validate(t, jb); s != TINYLA_OK) return s;

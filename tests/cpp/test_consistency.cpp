@@ -12,14 +12,7 @@ namespace {
 
 using namespace ref;
 
-template <class T> class Consistency : public ::testing::Test {
- protected:
-  void TearDown() override {
-    tinyla::cpu::select_backend(best_);
-    tinyla_set_num_threads(0);
-  }
-  const char* best_ = tinyla_cpu_backend();
-};
+template <class T> class Consistency : public RestoresCpuSettings {};
 using Types = ::testing::Types<float, double, std::complex<float>, std::complex<double>>;
 TYPED_TEST_SUITE(Consistency, Types);
 

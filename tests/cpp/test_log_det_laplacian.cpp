@@ -6,8 +6,7 @@
 
 #include <cstring>
 
-#include "cpu/dispatch.hpp"
-#include "reference.hpp"
+#include "all_ops.hpp"
 
 namespace {
 
@@ -97,14 +96,7 @@ template <class T> void check_against_reference(const operands<T>& o, const resu
   }
 }
 
-template <class T> class LogDetLaplacian : public ::testing::Test {
- protected:
-  void TearDown() override {
-    tinyla::cpu::select_backend(best_);
-    tinyla_set_num_threads(0);
-  }
-  const char* best_ = tinyla_cpu_backend();
-};
+template <class T> class LogDetLaplacian : public RestoresCpuSettings {};
 using Types = ::testing::Types<float, double, std::complex<float>, std::complex<double>>;
 TYPED_TEST_SUITE(LogDetLaplacian, Types);
 
