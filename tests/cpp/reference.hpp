@@ -186,6 +186,10 @@ template <class T> lapack_result<T> lapack_lu(const T* a, int n, bool want_inver
   }                                                                                                                    \
   inline tinyla_status slogdet_inv_transposed(int64_t b, int64_t n, const T* a, T* s, R* l, T* x) {                    \
     return tinyla_slogdet_inv_transposed_##sfx(b, n, a, s, l, x);                                                      \
+  }                                                                                                                    \
+  inline tinyla_status log_det_laplacian(int64_t b, int64_t n, int64_t k, const T* g, const T* h, const T* d, T* grad, \
+                                         T* lap) {                                                                     \
+    return tinyla_log_det_laplacian_##sfx(b, n, k, g, h, d, grad, lap);                                                \
   }
 REF_BIND(float, float, f32)
 REF_BIND(double, double, f64)

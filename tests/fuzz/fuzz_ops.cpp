@@ -109,6 +109,7 @@ template <class T> std::vector<T> make_input(reader& in, int64_t batch, int n, s
 
 template <class T> struct outputs {
   std::vector<T> sign, det, inv, inv_t, sol, sign2, inv2, inv_in_place;
+  std::vector<T> tangents, grad, lap;  // log_det_laplacian on inv_t, a as Lap A, and tangents from a
   std::vector<real_t<T>> logabs, logabs2;
   std::vector<int32_t> info, info_t, info_s;
 };
@@ -127,6 +128,16 @@ template <class T> outputs<T> run_ops(const std::vector<T>& a, const std::vector
   FUZZ_CHECK(slogdet_inv(batch, n, a.data(), o.sign2.data(), o.logabs2.data(), o.inv2.data()) == TINYLA_OK, "");
   o.inv_in_place = a;
   FUZZ_CHECK(inv(batch, n, o.inv_in_place.data(), o.inv_in_place.data(), nullptr) == TINYLA_OK, "in place");
+  // m + 1 tangents per matrix: tangent c is a with its rows r, (r + c) odd, zeroed (skipped rows
+  // beside kept ones, in every lane group).
+  const int k = m + 1;
+  o.tangents.resize(batch * k * nn), o.grad.resize(batch * k), o.lap.resize(batch);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int c = 0; c < k; ++c)
+      for (size_t i = 0; i < nn; ++i) o.tangents[(b * k + c) * nn + i] = (i / n + c) % 2 ? T(0) : a[b * nn + i];
+  FUZZ_CHECK(log_det_laplacian(batch, n, k, o.inv_t.data(), a.data(), o.tangents.data(), o.grad.data(), o.lap.data()) ==
+                 TINYLA_OK,
+             "log_det_laplacian");
   return o;
 }
 
@@ -143,7 +154,8 @@ template <class T> bool same(const std::vector<T>& x, const std::vector<T>& y) {
 }
 template <class T> bool same(const outputs<T>& x, const outputs<T>& y) {
   return same(x.sign, y.sign) && same(x.det, y.det) && same(x.inv, y.inv) && same(x.inv_t, y.inv_t) &&
-         same(x.sol, y.sol) && same(x.logabs, y.logabs) && x.info == y.info && x.info_s == y.info_s;
+         same(x.sol, y.sol) && same(x.logabs, y.logabs) && x.info == y.info && x.info_s == y.info_s &&
+         same(x.grad, y.grad) && same(x.lap, y.lap);
 }
 
 template <class T> long double norm_inf(const T* x, int n, int cols) {
@@ -169,6 +181,43 @@ template <class T> long double inverse_residual(const T* a, const T* x, int n) {
     worst = std::max(worst, row);
   }
   return worst / (norm_inf(a, n, n) * norm_inf(x, n, n));
+}
+
+// log_det_laplacian against its definition in long double, where every operand is finite and
+// moderate (no product leaves the range): error within a few ulps of the terms' magnitudes.
+template <class T> void check_log_det_laplacian(const T* a, const outputs<T>& o, int64_t b, int n, int k) {
+  using W = wide_t<T>;
+  using R = real_t<T>;
+  const size_t nn = size_t(n) * n;
+  const T* g = o.inv_t.data() + b * nn;
+  const R moderate = std::ldexp(R(1), std::numeric_limits<R>::max_exponent / 8);
+  for (size_t i = 0; i < nn; ++i)
+    if (!(std::abs(a[i]) < moderate && std::abs(g[i]) < moderate)) return;  // also NaN
+  W lap = 0;
+  long double lap_scale = 0;
+  for (size_t i = 0; i < nn; ++i) lap += W(g[i]) * W(a[i]), lap_scale += std::abs(W(g[i]) * W(a[i]));
+  for (int c = 0; c < k; ++c) {
+    const T* d = o.tangents.data() + (b * k + c) * nn;
+    std::vector<W> p(nn), abs_p(nn);  // A^-1 D = G^T D and |G|^T |D|
+    for (int i = 0; i < n; ++i)
+      for (int l = 0; l < n; ++l)
+        for (int j = 0; j < n; ++j) {
+          p[i * n + l] += W(g[j * n + i]) * W(d[j * n + l]);
+          abs_p[i * n + l] += std::abs(W(g[j * n + i])) * std::abs(W(d[j * n + l]));
+        }
+    W trace = 0;
+    long double trace_scale = 0;
+    for (int i = 0; i < n; ++i) {
+      trace += p[i * n + i], trace_scale += std::abs(abs_p[i * n + i]);
+      for (int l = 0; l < n; ++l)
+        lap -= p[i * n + l] * p[l * n + i], lap_scale += std::abs(abs_p[i * n + l] * abs_p[l * n + i]);
+    }
+    const long double err = std::abs(W(o.grad[b * k + c]) - trace);
+    FUZZ_CHECK(err <= 8.0L * (n + 2) * eps<T>() * trace_scale, "log_det_laplacian grad error %Lg", err);
+  }
+  const long double err = std::abs(W(o.lap[b]) - lap);
+  FUZZ_CHECK(err <= 8.0L * (2 * n + 4) * eps<T>() * lap_scale + std::numeric_limits<R>::min(),
+             "log_det_laplacian error %Lg (scale %Lg)", err, lap_scale);
 }
 
 template <class T> void check_matrix(const T* a, const outputs<T>& o, int64_t b, int n, int m) {
@@ -202,8 +251,11 @@ template <class T> void check_matrix(const T* a, const outputs<T>& o, int64_t b,
     if (mag == 0) FUZZ_CHECK(l == -std::numeric_limits<R>::infinity() && std::abs(o.det[b]) == 0, "singular");
   }
   if (nan_in) FUZZ_CHECK(isnan_any(s) || std::abs(s) == 0, "NaN input, sign %g", double(std::abs(s)));
-  if (info > 0)
+  if (info > 0) {
     for (size_t i = 0; i < nn; ++i) FUZZ_CHECK(isnan_any(o.inv[b * nn + i]), "singular inverse not NaN");
+    FUZZ_CHECK(isnan_any(o.lap[b]), "log_det_laplacian of a NaN-filled inverse not NaN");
+  }
+  check_log_det_laplacian(a, o, b, n, m + 1);
   // det = sign * exp(logabsdet) wherever that is in range.
   if (!isnan_any(s) && std::abs(s) != 0 && std::isfinite(l) &&
       std::abs(l) < R(0.9) * std::log(std::numeric_limits<R>::max())) {
