@@ -169,6 +169,24 @@ template <element T> void slogdet_inv(std::span<const T> a, std::int64_t n, std:
                 batch, n);
 }
 
+// tinyla.h's log_det_laplacian: inv_t = A^-T and lap_a (batch, n, n), da (batch, k, n, n) ->
+// grad (batch, k), laplacian (batch).
+template <element T> void log_det_laplacian(std::span<const T> inv_t, std::span<const T> lap_a, std::span<const T> da,
+                                            std::int64_t n, std::int64_t k, std::span<T> grad, std::span<T> laplacian) {
+  const char* op = "log_det_laplacian";
+  detail::require(k >= 0, op, "k = " + std::to_string(k) + " is negative");
+  std::int64_t batch = detail::batch_of(inv_t, n, op);
+  detail::same_batch(batch, laplacian.size(), op, "laplacian");
+  detail::require(lap_a.size() == inv_t.size(), op, "lap_a must have as many elements as inv_t");
+  detail::require(std::int64_t(da.size()) == std::int64_t(inv_t.size()) * k, op,
+                  "da has " + std::to_string(da.size()) +
+                      " elements, expected batch*k*n*n = " + std::to_string(std::int64_t(inv_t.size()) * k));
+  detail::require(std::int64_t(grad.size()) == batch * k, op, "grad must have batch*k elements");
+  detail::check(
+      detail::c_log_det_laplacian(batch, n, k, inv_t.data(), lap_a.data(), da.data(), grad.data(), laplacian.data()),
+      op, batch, n);
+}
+
 // ---- results returned ------------------------------------------------------------------
 // (n must be > 0 here: with n = 0 the batch size cannot be read off a.)
 

@@ -48,6 +48,13 @@ TYPED_TEST(CppApi, MatchesTheCApi) {
     std::vector<int32_t> info2(batch);
     tinyla::solve<T>(as, n, b, nrhs, sol2, info2);
     EXPECT_TRUE(same_bits(sol2, sol) && info2 == info_s);
+
+    const int64_t k = 3;  // log_det_laplacian on A^-T, with a as Lap A and tangents from b's entries
+    std::vector<T> da(size_t(batch * k) * n * n), grad(batch * k), lap(batch), grad2(batch * k), lap2(batch);
+    for (size_t i = 0; i < da.size(); ++i) da[i] = b[i % b.size()];
+    ASSERT_EQ(ref::log_det_laplacian(batch, n, k, x.data(), a.data(), da.data(), grad.data(), lap.data()), TINYLA_OK);
+    tinyla::log_det_laplacian<T>(std::span<const T>(x), as, da, n, k, grad2, lap2);
+    EXPECT_TRUE(same_bits(grad2, grad) && same_bits(lap2, lap));
   }
 }
 
@@ -73,6 +80,15 @@ TYPED_TEST(CppApi, SizeMismatchesThrowWithTheOpName) {
   expect_throw([&] { tinyla::inv<T>(as, 3, std::span<T>(bad)); }, "inv");
   expect_throw([&] { tinyla::solve<T>(as, 3, std::span<const T>(bad), 1, std::span<T>(bad)); }, "solve");
   expect_throw([&] { tinyla::slogdet_inv<T>(as, 3, sign, logabs, std::span<T>(bad)); }, "slogdet_inv");
+  std::vector<T> da(2 * 2 * 9), grad(2 * 2), lap(2);
+  const std::span<const T> das(da);
+  expect_throw([&] { tinyla::log_det_laplacian<T>(as, as, das, 3, -1, grad, lap); }, "log_det_laplacian");
+  expect_throw([&] { tinyla::log_det_laplacian<T>(as, as, das, 3, 3, grad, lap); }, "log_det_laplacian");  // da
+  expect_throw([&] { tinyla::log_det_laplacian<T>(as, as, das, 3, 2, std::span<T>(bad), lap); }, "log_det_laplacian");
+  expect_throw([&] { tinyla::log_det_laplacian<T>(as, as, das, 3, 2, grad, std::span<T>(bad)); }, "log_det_laplacian");
+  expect_throw([&] { tinyla::log_det_laplacian<T>(as, std::span<const T>(bad), das, 3, 2, grad, lap); },
+               "log_det_laplacian");
+  tinyla::log_det_laplacian<T>(as, as, das, 3, 2, grad, lap);  // the sizes that fit
   // n = 0: the batch comes from the outputs
   std::vector<T> s0(4);
   std::vector<R> l0(4, R(9));
