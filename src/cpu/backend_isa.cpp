@@ -13,7 +13,6 @@
 #include <memory>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "cpu/backend.hpp"
 #include "cpu/simd.hpp"
