@@ -48,10 +48,7 @@ template <class R, int P> struct lane_type<R, 1, P> {
   using type = R;
 };
 
-template <class L> TINYLA_INLINE lane_real<L> lane_get(L x, int w) {
-  if constexpr (lane_traits<L>::width == 1) return x;
-  else return x[w];
-}
+template <class L> TINYLA_INLINE lane_real<L> lane_get(L x, int w) { return lane_traits<L>::value(x, w); }
 
 // ---- packing: rows of W consecutive matrices <-> lanes ------------------------
 
@@ -251,21 +248,32 @@ template <int C, class R> [[gnu::noinline]] void transpose_squares(R* m, int n, 
 // getri's last step on invert's Y (see invert in src/kernels/lu.hpp): columns
 // k and pivots[k] swapped, k = n-2 down to 0, each lane its own. For n < 8 by
 // selects over every candidate column, the lane group in registers
-// (swap_columns_in_lanes); larger n in the stored matrices, n moves a swap
-// (swap_columns_in_output): there the selects cost 10-20 % of the inverse.
+// (swap_columns_in_lanes); larger n as the lane group is unpacked
+// (unpack_inverse): there the selects cost 10-20 % of the inverse.
 template <class E, class L> TINYLA_INLINE void swap_columns_in_lanes(E* a, const L* pivots, int n) {
   for (int k = n - 2; k >= 0; --k)
     for (int c = k + 1; c < n; ++c) swap_where(pivots[k] == L(c), a + k, a + c, n, n);
 }
-// x: `count` consecutive n x n matrices of C-real elements, lane w's the w-th.
-template <int C, class L, class R> void swap_columns_in_output(R* x, const L* pivots, int n, int count) {
-  for (int w = 0; w < count; ++w, x += int64_t(n) * n * C)
-    for (int k = n - 2; k >= 0; --k) {
-      const int p = int(lane_get(pivots[k], w));
-      if (p != k)
-        for (int r = 0; r < n; ++r)
-          for (int c = 0; c < C; ++c) std::swap(x[(r * n + k) * C + c], x[(r * n + p) * C + c]);
-    }
+// Unpacks the lane group's Y into `count` n x n matrices of C-real elements
+// (lane w's the w-th) with getri's column swaps applied: column j of A^-1 is
+// column col[j] of Y, col the swaps applied to 0..n-1 (each lane its own) -- or
+// row j of A^-T with `transposed`. One pass, element by element: with the swaps
+// and the transpose as passes of their own over the output, the output cost a
+// third of the n = 16 inverse.
+template <int C, class E, class L, class R>
+void unpack_inverse(const E* a, const L* pivots, int n, int count, R* dst, bool transposed, int* col) {
+  constexpr int W = lane_traits<L>::width;
+  const R* y = reinterpret_cast<const R*>(a);  // element (r, j) part c of lane w: ((r * n + j) * C + c) * W + w
+  for (int w = 0; w < count; ++w, dst += int64_t(n) * n * C) {
+    for (int j = 0; j < n; ++j) col[j] = j;
+    for (int k = n - 2; k >= 0; --k) std::swap(col[k], col[int(lane_get(pivots[k], w))]);
+    R* out = dst;
+    for (int i = 0; i < n; ++i)  // output row i: row i of Y, or column col[i] of Y (transposed)
+      for (int j = 0; j < n; ++j, out += C) {
+        const int64_t from = transposed ? int64_t(j) * n + col[i] : int64_t(i) * n + col[j];
+        for (int c = 0; c < C; ++c) out[c] = y[(from * C + c) * W + w];
+      }
+  }
 }
 
 // P = 2: register pairs, used for the determinant of the small sizes that
@@ -293,6 +301,7 @@ template <class T, int N, int P, family F> void run_range(const job& jb, int64_t
   constexpr bool inverse = F == family::inverse;
   group_storage<L, inverse ? N : 0> pivots(inverse ? n : 0);  // invert's scratch
   group_storage<E, inverse ? N : 0> column(inverse ? n : 0);
+  group_storage<int, inverse ? N : 0> columns(inverse ? n : 0);  // unpack_inverse's
   group_storage<E, -1> rhs(F == family::solve ? int64_t(n) * jb.nrhs : 0);
 
   for (int64_t b = begin; b < end; b += W) {
@@ -308,10 +317,14 @@ template <class T, int N, int P, family F> void run_range(const job& jb, int64_t
       acc = determinant(sq, a.data());
     } else if constexpr (F == family::inverse) {
       store_info(jb.info, b, count, invert(sq, a.data(), acc, pivots.data(), column.data(), jb.transpose_x));
-      if (n < 8) swap_columns_in_lanes(a.data(), pivots.data(), n);
-      unpack_group<R, V, P>(a.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
-      if (n >= 8) swap_columns_in_output<C>(static_cast<R*>(jb.x) + b * ka, pivots.data(), n, count);
-      if (jb.transpose_x && n > 2) transpose_squares<C>(static_cast<R*>(jb.x) + b * ka, n, count);  // in L1
+      if (n < 8) {
+        swap_columns_in_lanes(a.data(), pivots.data(), n);
+        unpack_group<R, V, P>(a.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
+        if (jb.transpose_x && n > 2) transpose_squares<C>(static_cast<R*>(jb.x) + b * ka, n, count);  // in L1
+      } else {
+        unpack_inverse<C>(a.data(), pivots.data(), n, count, static_cast<R*>(jb.x) + b * ka, jb.transpose_x,
+                          columns.data());
+      }
     } else {
       pack_group<R, V, P>(static_cast<const R*>(jb.b) + b * kb, kb, count, rhs.data());
       store_info(jb.info, b, count, solve(shape<N, -1>{n, int(jb.nrhs)}, a.data(), rhs.data(), acc));

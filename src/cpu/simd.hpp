@@ -218,6 +218,12 @@ template <class T, int W> struct lane_traits<simd<T, W>> {
   using real_type = T;
   using mask_type = simd_mask<T, W>;
   static constexpr int width = W;
+  static TINYLA_INLINE T value(simd<T, W> x, int w) { return x[w]; }
+  static TINYLA_INLINE mask_type only_lane(int w) {
+    typename mask_type::native index;
+    for (int i = 0; i < W; ++i) index[i] = i;
+    return {index == typename simd_int<T>::type(w)};
+  }
 };
 // Two SIMD registers as one lane type: 2W matrices whose instruction streams
 // are independent, so a latency-bound kernel (small n: pivot -> division ->
@@ -284,6 +290,10 @@ template <class T, int W> struct lane_traits<simd_pair<T, W>> {
   using real_type = T;
   using mask_type = simd_pair_mask<T, W>;
   static constexpr int width = 2 * W;
+  static TINYLA_INLINE T value(simd_pair<T, W> x, int w) { return x[w]; }
+  static TINYLA_INLINE mask_type only_lane(int w) {
+    return {lane_traits<simd<T, W>>::only_lane(w), lane_traits<simd<T, W>>::only_lane(w - W)};
+  }
 };
 
 }  // namespace tinyla::TINYLA_KERNEL_NS

@@ -9,6 +9,8 @@
 //   a < b, a == b ... -> mask_of<L>;  select(mask, a, b);  any_of(mask)
 //   frexp2(x, e)     x = m * 2^e, |m| in [0.5, 1) (exact; x unchanged if 0/inf/nan)
 //   ldexp2(x, e)     x * 2^e with one rounding (e is an integral value held in L)
+// and lane_traits<L>: real_type, mask_type, width, value(x, w) (lane w of x)
+// and only_lane(w) (the mask of lane w alone).
 // Every algorithm in src/kernels is written once against these.
 #pragma once
 
@@ -77,11 +79,13 @@ template <scalar_real T> TINYLA_HD T ldexp2(T x, T e) {
 
 // ---- lane traits -----------------------------------------------------------
 
-template <class L> struct lane_traits;  // real_type, mask_type, width
+template <class L> struct lane_traits;  // see the top of this file
 template <scalar_real T> struct lane_traits<T> {
   using real_type = T;
   using mask_type = bool;
   static constexpr int width = 1;
+  static TINYLA_HD T value(T x, int) { return x; }
+  static TINYLA_HD bool only_lane(int) { return true; }
 };
 template <class L> using mask_of = typename lane_traits<L>::mask_type;
 template <class L> using lane_real = typename lane_traits<L>::real_type;  // float or double

@@ -113,6 +113,38 @@ template <class E, class M> TINYLA_HD void swap_where(M t, E* x, E* y, int len, 
   }
 }
 
+// Swaps rows k and p_w (len elements each, p_w = lane w of piv) in each lane w.
+// A lane with p_w = k swaps row k with itself. For run-time n: no branch on the
+// pivots, which are as good as random (a branch per candidate row mispredicted
+// often enough to cost a third of the n = 16 determinant on 4096 matrices). Row
+// k stays in registers across the lanes, a chunk of columns at a time.
+template <class E, class L> TINYLA_HD void swap_rows_per_lane(L piv, int k, E* x, int len) {
+  using traits = lane_traits<L>;
+  constexpr int chunk = 4;
+  E* row_k = x + k * len;
+  int j0 = 0;
+  const auto swap_chunk = [&](auto cols) {
+    E kept[cols()];
+    TINYLA_UNROLL
+    for (int c = 0; c < cols(); ++c) kept[c] = row_k[j0 + c];
+    TINYLA_UNROLL
+    for (int w = 0; w < traits::width; ++w) {
+      const auto lane = traits::only_lane(w);
+      E* row_p = x + int(traits::value(piv, w)) * len;
+      TINYLA_UNROLL
+      for (int c = 0; c < cols(); ++c) {
+        const E v = row_p[j0 + c];
+        row_p[j0 + c] = select(lane, kept[c], v);
+        kept[c] = select(lane, v, kept[c]);
+      }
+    }
+    TINYLA_UNROLL
+    for (int c = 0; c < cols(); ++c) row_k[j0 + c] = kept[c];
+  };
+  for (; j0 + chunk <= len; j0 += chunk) swap_chunk(std::integral_constant<int, chunk>{});
+  for (; j0 < len; ++j0) swap_chunk(std::integral_constant<int, 1>{});
+}
+
 template <class E> TINYLA_HD lane_of<E> first_zero_pivot(lane_of<E> info, E pivot, int k) {
   using L = lane_of<E>;
   return select(is_zero(pivot) & (info == L(0)), L(k + 1), info);
@@ -193,15 +225,16 @@ TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_accum<E>& acc, lane_of<E>* p
       best = select(t, v, best);
       piv = select(t, L(i), piv);
     }
-    TINYLA_UNROLL
-    for (int i = k + 1; i < n; ++i) {
-      auto t = piv == L(i);
-      // At most W of the rows below are some lane's pivot row: for larger n,
-      // skipping the others saves most of the swap traffic (same bits).
-      if (n <= 8 || any_of(t)) {
+    if (S::fixed_n >= 0) {  // in registers: a select per candidate row
+      TINYLA_UNROLL
+      for (int i = k + 1; i < n; ++i) {
+        auto t = piv == L(i);
         swap_where(t, a + k * n, a + i * n, n);
         swap_where(t, b + k * m, b + i * m, m);
       }
+    } else {  // in memory: each lane's own two rows
+      swap_rows_per_lane(piv, k, a, n);
+      swap_rows_per_lane(piv, k, b, m);
     }
     // Row k, columns k+1..n-1 of A and all of B.
     subtract_dot_products<R, E>(
