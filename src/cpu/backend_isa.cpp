@@ -219,6 +219,16 @@ template <class L> TINYLA_INLINE void store_info(std::int32_t* out, int64_t b, i
   if (!out) return;
   for (int w = 0; w < count; ++w) out[b + w] = std::int32_t(lane_get(v, w));
 }
+template <class R, int W> TINYLA_INLINE void store_info(std::int32_t* out, int64_t b, int count, simd<R, W> v) {
+  if (!out) return;
+  if (count < W) {
+    for (int w = 0; w < count; ++w) out[b + w] = std::int32_t(v.v[w]);
+    return;
+  }
+  typedef std::int32_t I __attribute__((vector_size(sizeof(std::int32_t) * W)));
+  const I info = __builtin_convertvector(v.v, I);  // one conversion, not W
+  std::memcpy(out + b, &info, sizeof(info));
+}
 
 // ---- one dtype, one size class --------------------------------------------------
 
@@ -284,7 +294,9 @@ constexpr bool paired_size(int64_t n) { return n >= 3 && n <= 6; }
 // One family's code per function: beside the other families' code (one function
 // switching on the op), GCC kept more of the lane group in memory (f64 inv at n = 3, 4
 // took 1.2x the time, AVX2 on a Zen 3).
-template <class T, int N, int P, family F> void run_range(const job& jb, int64_t begin, int64_t end) {
+// WithDet: whether the op outputs the determinant (slogdet, det, slogdet_inv); inv and
+// solve skip its bookkeeping (a frexp per pivot: a third of the n = 1 inverse).
+template <class T, int N, int P, family F, bool WithDet> void run_range(const job& jb, int64_t begin, int64_t end) {
   using R = storage_real_t<T>;
   constexpr int C = type_info<T>::reals;
   constexpr int V = lanes_of<R>();  // lanes per register
@@ -293,6 +305,7 @@ template <class T, int N, int P, family F> void run_range(const job& jb, int64_t
   using E = std::conditional_t<C == 2, cplx<L>, L>;
   constexpr int fixed_size = N >= 0 ? N * N : -1;
   static_assert(P == 1 || F == family::determinant, "register pairs: determinants only");
+  using Acc = std::conditional_t<WithDet, det_accum<E>, no_det<E>>;
 
   const shape<N, N> sq{int(jb.n), int(jb.n)};
   const int n = sq.n();
@@ -312,7 +325,7 @@ template <class T, int N, int P, family F> void run_range(const job& jb, int64_t
       for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(next + off);
     }
     pack_group<R, V, P>(static_cast<const R*>(jb.a) + b * ka, ka, count, a.data());
-    det_accum<E> acc;
+    Acc acc;
     if constexpr (F == family::determinant) {
       acc = determinant(sq, a.data());
     } else if constexpr (F == family::inverse) {
@@ -330,9 +343,11 @@ template <class T, int N, int P, family F> void run_range(const job& jb, int64_t
       store_info(jb.info, b, count, solve(shape<N, -1>{n, int(jb.nrhs)}, a.data(), rhs.data(), acc));
       unpack_group<R, V, P>(rhs.data(), kb, count, static_cast<R*>(jb.x) + b * kb);
     }
-    if (jb.sign) store_element(jb.sign, b, count, acc.reported_sign());
-    if (jb.logabsdet) store_real(jb.logabsdet, b, count, acc.logabsdet());
-    if (jb.det) store_element(jb.det, b, count, acc.determinant());
+    if constexpr (WithDet) {
+      if (jb.sign) store_element(jb.sign, b, count, acc.reported_sign());
+      if (jb.logabsdet) store_real(jb.logabsdet, b, count, acc.logabsdet());
+      if (jb.det) store_element(jb.det, b, count, acc.determinant());
+    }
   }
 }
 
@@ -373,9 +388,12 @@ template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t e
   if (jb.kind == op::log_det_laplacian) return run_log_det_laplacian<T, N>(jb, begin, end);
   constexpr int determinant_registers = lanes_of<storage_real_t<T>>() > 1 && paired_size(N) ? 2 : 1;
   switch (family_of(jb.kind)) {
-    case family::determinant: return run_range<T, N, determinant_registers, family::determinant>(jb, begin, end);
-    case family::inverse: return run_range<T, N, 1, family::inverse>(jb, begin, end);
-    case family::solve: return run_range<T, N, 1, family::solve>(jb, begin, end);
+    case family::determinant:
+      return run_range<T, N, determinant_registers, family::determinant, true>(jb, begin, end);
+    case family::inverse:
+      if (jb.kind == op::slogdet_inv) return run_range<T, N, 1, family::inverse, true>(jb, begin, end);
+      return run_range<T, N, 1, family::inverse, false>(jb, begin, end);
+    case family::solve: return run_range<T, N, 1, family::solve, false>(jb, begin, end);
   }
 }
 

@@ -85,6 +85,14 @@ template <class E> struct det_accum {
   TINYLA_HD E determinant() const { return scale_by(reported_sign(), ldexp2(mant, expo)); }
 };
 
+// Stands in for det_accum where no output needs the determinant (inv, solve):
+// the same calls, no work.
+template <class E> struct no_det {
+  TINYLA_HD void flip(mask_of<lane_of<E>>) {}
+  TINYLA_HD void multiply(E) {}
+  TINYLA_HD void normalize() {}
+};
+
 // Multiplies by 1/p the way getf2 does: with the reciprocal, except in lanes
 // where |p| is so small that 1/p would overflow, which divide instead.
 template <class E> struct pivot_inverse {
@@ -204,8 +212,8 @@ template <class E> TINYLA_HD E dot_product(int k, const E* x, long long xs, cons
 // the same operations in the same order spread over a team of GPU threads
 // (one column update per thread per step). Change both together: the GpuKernels
 // tests compare their bits with this one's.
-template <class S, class E>
-TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, det_accum<E>& acc, lane_of<E>* pivots = nullptr) {
+template <class S, class E, class Acc>
+TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, Acc& acc, lane_of<E>* pivots = nullptr) {
   using L = lane_of<E>;
   constexpr int R = element_traits<E>::is_complex ? 2 : 4;
   const int n = s.n(), m = s.m();
@@ -357,6 +365,7 @@ template <class E> struct split_2x2 {
     acc.multiply(p);
     acc.expo = acc.expo + s;
   }
+  TINYLA_HD void accumulate(no_det<E>&) const {}
   TINYLA_HD L info() const { return info_2x2(p, m[0], m[2]); }
 };
 
@@ -404,7 +413,7 @@ template <class S, class E> TINYLA_HD det_accum<E> determinant(S s, E* a) {
 
 // Solves A X = B in place (B n x m); multiplies det(A) into acc. Returns
 // info; lanes with info > 0 get X filled with nan.
-template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accum<E>& acc) {
+template <class S, class E, class Acc> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, Acc& acc) {
   using L = lane_of<E>;
   const int n = s.n(), m = s.m();
   L info = L(0);
@@ -465,7 +474,7 @@ template <class S, class E> TINYLA_HD lane_of<E> solve(S s, E* a, E* b, det_accu
 // the safe range those are 0 and the unscaled form (same bits) is used.
 // Returns info as solve does (NaN-filled if singular).
 // transposed: writes (A^-1)^T (the off-diagonal pair swapped, in registers).
-template <class E> TINYLA_HD lane_of<E> invert_2x2(const E* a, E* x, det_accum<E>& acc, bool transposed) {
+template <class E, class Acc> TINYLA_HD lane_of<E> invert_2x2(const E* a, E* x, Acc& acc, bool transposed) {
   using L = lane_of<E>;
   E det, adj[4];
   L adj_exp[4] = {L(0), L(0), L(0), L(0)};
@@ -575,7 +584,7 @@ template <class S, class E> TINYLA_HD void invert_factored(S s, E* a, E* column)
 // transposed, a is the transpose (larger n ignore transposed: the caller
 // transposes). pivots and column: n elements of scratch each. Returns info as
 // solve does (the inverse NaN-filled where singular).
-template <int N, class E> TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, det_accum<E>& acc, lane_of<E>* pivots,
+template <int N, class E, class Acc> TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, Acc& acc, lane_of<E>* pivots,
                                                       E* column, bool transposed = false) {
   using L = lane_of<E>;
   const int n = s.n();
