@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/lanes.hpp"
 
@@ -176,11 +177,14 @@ template <class T, int W> TINYLA_INLINE simd<T, W> frexp2(simd<T, W> x, simd<T, 
   constexpr I emask = ieee<T>::exp_mask;
   constexpr int sub_shift = mb + 2;  // brings any subnormal into the normal range
   const T sub_scale = T(I(1) << sub_shift / 2) * T(I(1) << (sub_shift - sub_shift / 2));
-  IV field = ((IV)x.v >> mb) & emask;
+  // Logical shifts (the field is masked anyway): AVX2 has no 64-bit arithmetic shift.
+  typedef std::make_unsigned_t<I> UV __attribute__((vector_size(sizeof(I) * W)));
+  const auto field_of = [](IV v) { return (IV)((UV)v >> mb) & emask; };
+  IV field = field_of((IV)x.v);
   IV subnormal = (field == 0) & (x.v != 0);
   native xs = subnormal ? x.v * sub_scale : x.v;
   IV bits = (IV)xs;
-  field = (bits >> mb) & emask;
+  field = field_of(bits);
   IV special = (x.v == 0) | (field == emask);
   IV mbits = (bits & ~(emask << mb)) | (I(ieee<T>::bias - 1) << mb);
   // e = field - (bias - 1) - (subnormal ? sub_shift : 0), computed as reals.
