@@ -168,7 +168,13 @@ template <class R, int W> TINYLA_INLINE void unpack(const void* src, int64_t K, 
       V r[W];
       for (int i = 0; i < W; ++i) r[i] = get(c + i);
       transpose_block<W, W, true>(r);
-      for (int w = 0; w < count; ++w) std::memcpy(dst + w * K + c, &r[w], sizeof(V));
+      // A full group's W stores spelled out: as a loop to `count`, GCC merges them
+      // where K == W into one memcpy of variable length (rep movsq: a quarter of
+      // the n = 2 inverse).
+      if (count == W)
+        for (int w = 0; w < W; ++w) std::memcpy(dst + w * K + c, &r[w], sizeof(V));
+      else
+        for (int w = 0; w < count; ++w) std::memcpy(dst + w * K + c, &r[w], sizeof(V));
     }
     for (; c < K; ++c) {
       const V v = get(c);
@@ -245,16 +251,6 @@ template <class E> struct group_storage<E, -1> {
   E* data() { return v.get(); }
 };
 
-// Transposes `count` consecutive n x n matrices of C-real elements in place.
-// Out of line, on the output: touching the lane group's matrix here instead made
-// GCC keep the n = 3..8 inverses out of registers (inv at n = 4: 12 -> 21 ns).
-template <int C, class R> [[gnu::noinline]] void transpose_squares(R* m, int n, int count) {
-  for (int w = 0; w < count; ++w, m += int64_t(n) * n * C)
-    for (int i = 0; i < n; ++i)
-      for (int j = i + 1; j < n; ++j)
-        for (int c = 0; c < C; ++c) std::swap(m[(i * n + j) * C + c], m[(j * n + i) * C + c]);
-}
-
 // getri's last step on invert's Y (see invert in src/kernels/lu.hpp): columns
 // k and pivots[k] swapped, k = n-2 down to 0, each lane its own. For n < 8 by
 // selects over every candidate column, the lane group in registers
@@ -296,7 +292,10 @@ constexpr bool paired_size(int64_t n) { return n >= 3 && n <= 6; }
 // took 1.2x the time, AVX2 on a Zen 3).
 // WithDet: whether the op outputs the determinant (slogdet, det, slogdet_inv); inv and
 // solve skip its bookkeeping (a frexp per pivot: a third of the n = 1 inverse).
-template <class T, int N, int P, family F, bool WithDet> void run_range(const job& jb, int64_t begin, int64_t end) {
+// Transposed: an inverse written as A^-T, for 3 <= N < 8 (n <= 2 and n >= 8 transpose
+// as they leave the lanes, whichever the job asks).
+template <class T, int N, int P, family F, bool WithDet, bool Transposed = false>
+void run_range(const job& jb, int64_t begin, int64_t end) {
   using R = storage_real_t<T>;
   constexpr int C = type_info<T>::reals;
   constexpr int V = lanes_of<R>();  // lanes per register
@@ -332,8 +331,10 @@ template <class T, int N, int P, family F, bool WithDet> void run_range(const jo
       store_info(jb.info, b, count, invert(sq, a.data(), acc, pivots.data(), column.data(), jb.transpose_x));
       if (n < 8) {
         swap_columns_in_lanes(a.data(), pivots.data(), n);
+        if constexpr (Transposed)  // renames registers: a branch on transpose_x here kept inv out of them
+          for (int i = 0; i < n; ++i)
+            for (int j = i + 1; j < n; ++j) std::swap(a.data()[i * n + j], a.data()[j * n + i]);
         unpack_group<R, V, P>(a.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
-        if (jb.transpose_x && n > 2) transpose_squares<C>(static_cast<R*>(jb.x) + b * ka, n, count);  // in L1
       } else {
         unpack_inverse<C>(a.data(), pivots.data(), n, count, static_cast<R*>(jb.x) + b * ka, jb.transpose_x,
                           columns.data());
@@ -391,6 +392,11 @@ template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t e
     case family::determinant:
       return run_range<T, N, determinant_registers, family::determinant, true>(jb, begin, end);
     case family::inverse:
+      if constexpr (N >= 3 && N < 8)
+        if (jb.transpose_x) {
+          if (jb.kind == op::slogdet_inv) return run_range<T, N, 1, family::inverse, true, true>(jb, begin, end);
+          return run_range<T, N, 1, family::inverse, false, true>(jb, begin, end);
+        }
       if (jb.kind == op::slogdet_inv) return run_range<T, N, 1, family::inverse, true>(jb, begin, end);
       return run_range<T, N, 1, family::inverse, false>(jb, begin, end);
     case family::solve: return run_range<T, N, 1, family::solve, false>(jb, begin, end);
