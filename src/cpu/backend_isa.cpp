@@ -389,8 +389,7 @@ template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t e
   if (jb.kind == op::log_det_laplacian) return run_log_det_laplacian<T, N>(jb, begin, end);
   constexpr int determinant_registers = lanes_of<storage_real_t<T>>() > 1 && paired_size(N) ? 2 : 1;
   switch (family_of(jb.kind)) {
-    case family::determinant:
-      return run_range<T, N, determinant_registers, family::determinant, true>(jb, begin, end);
+    case family::determinant: return run_range<T, N, determinant_registers, family::determinant, true>(jb, begin, end);
     case family::inverse:
       if constexpr (N >= 3 && N < 8)
         if (jb.transpose_x) {

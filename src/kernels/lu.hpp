@@ -584,8 +584,8 @@ template <class S, class E> TINYLA_HD void invert_factored(S s, E* a, E* column)
 // transposed, a is the transpose (larger n ignore transposed: the caller
 // transposes). pivots and column: n elements of scratch each. Returns info as
 // solve does (the inverse NaN-filled where singular).
-template <int N, class E, class Acc> TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, Acc& acc, lane_of<E>* pivots,
-                                                      E* column, bool transposed = false) {
+template <int N, class E, class Acc>
+TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, Acc& acc, lane_of<E>* pivots, E* column, bool transposed = false) {
   using L = lane_of<E>;
   const int n = s.n();
   if (N == 2 || (N < 0 && n == 2)) {
