@@ -1,12 +1,17 @@
 // tinyla core benchmark: ns per matrix for tinyla (1 thread and all threads),
-// a LAPACK getrf-per-matrix loop (what numpy/jnp do on CPU), and Eigen's
-// fixed-size path (what a C++ user would write), measured side by side in this
+// a LAPACK getrf-per-matrix loop (what numpy/jnp do on CPU), Eigen's
+// fixed-size path (what a C++ user would write) and, where Intel MKL is
+// installed, MKL's batched and compact APIs, measured side by side in this
 // run, with their ratios and two anchors: the memory floor (input read + output
 // written at this machine's copy bandwidth for that working set) and the share of
 // one core's FMA peak (measured at the backend's vector width). Then tinyla's time
 // per matrix from a cache-sized input (256 KiB) to a DRAM-sized one (64 MiB).
 //
 // Usage: tinyla_bench_core [--quick] [--input-mib=8]
+// MKL: libmkl_rt.so.{3,2} from $TINYLA_MKL_LIB, the loader's path, or .venv/lib
+// (`pip install mkl` in the dev venv), dlopen'ed: optional, no build dependency.
+#include <dlfcn.h>
+
 #include <Eigen/Dense>
 #include <algorithm>
 #include <chrono>
@@ -16,6 +21,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -172,6 +178,175 @@ template <class T> void lapack_loop(kind k, int64_t batch, int n, const T* a, co
   }
 }
 
+// Intel MKL, dlopen'ed when present (its LP64 interface: MKL_INT = int). Two contenders:
+// - "MKL batch": ?getrf_batch_strided + ?getri_oop_batch_strided / ?getrs_batch_strided,
+//   partial pivoting as LAPACK (tinyla's numerics);
+// - "MKL compact": the compact API without pivoting (?getrfnp_compact, ?getrinp_compact;
+//   ?trsm_compact for solves), matrices interleaved across SIMD lanes as tinyla's lane
+//   groups are. No pivoting: not tinyla's accuracy, a speed reference only. The pack
+//   into and unpack out of MKL's compact layout are counted (tinyla counts its own).
+// Row-major input is A^T to MKL's column-major routines, as in lapack_loop.
+struct mkl_api {
+  enum : int { col_major = 102, left = 141, upper = 121, lower = 122, trans = 112, non_unit = 131, unit = 132 };
+  void* handle = nullptr;
+  void (*set_num_threads)(int) = nullptr;
+  int (*get_format_compact)() = nullptr;
+  template <class T> struct fns {
+    void (*getrf_batch)(const int*, const int*, T*, const int*, const int*, int*, const int*, const int*, int*);
+    void (*getri_oop_batch)(const int*, const T*, const int*, const int*, const int*, const int*, T*, const int*,
+                            const int*, const int*, int*);
+    void (*getrs_batch)(const char*, const int*, const int*, const T*, const int*, const int*, const int*, const int*,
+                        T*, const int*, const int*, const int*, int*);
+    int (*get_size_compact)(int, int, int, int);
+    void (*gepack_compact)(int, int, int, const T* const*, int, T*, int, int, int);
+    void (*geunpack_compact)(int, int, int, T* const*, int, const T*, int, int, int);
+    void (*getrfnp_compact)(int, int, int, T*, int, int*, int, int);
+    void (*getrinp_compact)(int, int, T*, int, T*, int, int*, int, int);
+    void (*trsm_compact)(int, int, int, int, int, int, int, T, const T*, int, T*, int, int, int);
+  };
+  fns<float> s{};
+  fns<double> d{};
+  template <class T> const fns<T>& get() const {
+    if constexpr (sizeof(T) == 4) return s;
+    else return d;
+  }
+  std::string where;
+
+  mkl_api() {
+    std::vector<std::string> paths;
+    if (const char* env = std::getenv("TINYLA_MKL_LIB"); env && *env) paths.push_back(env);
+    for (const char* dir : {"", ".venv/lib/"})
+      for (const char* version : {"3", "2"}) paths.push_back(std::string(dir) + "libmkl_rt.so." + version);
+    for (const auto& p : paths)
+      if ((handle = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL))) {
+        where = p;
+        break;
+      }
+    if (!handle) return;
+    bool ok = true;
+    auto bind = [&](auto& f, const char* name) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(handle, name));
+      ok = ok && f;
+    };
+    bind(set_num_threads, "MKL_Set_Num_Threads");
+    bind(get_format_compact, "mkl_get_format_compact");
+    auto bind_type = [&](auto& f, const char* p) {
+      const std::string x = p;
+      bind(f.getrf_batch, (x + "getrf_batch_strided").c_str());
+      bind(f.getri_oop_batch, (x + "getri_oop_batch_strided").c_str());
+      bind(f.getrs_batch, (x + "getrs_batch_strided").c_str());
+      bind(f.get_size_compact, ("mkl_" + x + "get_size_compact").c_str());
+      bind(f.gepack_compact, ("mkl_" + x + "gepack_compact").c_str());
+      bind(f.geunpack_compact, ("mkl_" + x + "geunpack_compact").c_str());
+      bind(f.getrfnp_compact, ("mkl_" + x + "getrfnp_compact").c_str());
+      bind(f.getrinp_compact, ("mkl_" + x + "getrinp_compact").c_str());
+      bind(f.trsm_compact, ("mkl_" + x + "trsm_compact").c_str());
+    };
+    bind_type(s, "s");
+    bind_type(d, "d");
+    if (!ok) {
+      where = "found at " + where + " but without the batched/compact API";
+      dlclose(handle);
+      handle = nullptr;
+      return;
+    }
+    set_num_threads(1);
+  }
+  bool present() const { return handle != nullptr; }
+};
+const mkl_api& mkl() {
+  static const mkl_api api;
+  return api;
+}
+
+// Scratch of one MKL contender for one workload, allocated once (not timed).
+template <class T> struct mkl_runner {
+  kind k;
+  int n, m, batch;
+  const T *a, *rhs;
+  T *out, *out2;
+  std::vector<T> lu, b, compact, compact_b, work;
+  std::vector<int> piv, info;
+  std::vector<const T*> in_ptrs, rhs_ptrs;
+  std::vector<T*> out_ptrs;
+  int format = 0;
+
+  mkl_runner(kind k_, int n_, int m_, int64_t batch_, const T* a_, const T* rhs_, T* out_, T* out2_)
+      : k(k_), n(n_), m(m_), batch(int(batch_)), a(a_), rhs(rhs_), out(out_), out2(out2_) {
+    lu.resize(size_t(batch) * n * n), piv.resize(size_t(batch) * n), info.resize(size_t(batch));
+    if (k != kind::slogdet && k != kind::inv) b.resize(size_t(batch) * n * m);
+    format = mkl().get_format_compact();
+    const auto& f = mkl().get<T>();
+    compact.resize(size_t(f.get_size_compact(n, n, format, batch)) / sizeof(T) + 1);
+    if (k == kind::solve1 || k == kind::solven)
+      compact_b.resize(size_t(f.get_size_compact(n, m, format, batch)) / sizeof(T) + 1);
+    if (k == kind::inv) {  // workspace query
+      T size = 0;
+      int status = 0;
+      f.getrinp_compact(col_major, n, compact.data(), n, &size, -1, &status, format, batch);
+      work.resize(std::max<size_t>(1, size_t(size)));
+    }
+    for (int i = 0; i < batch; ++i) {
+      in_ptrs.push_back(a + size_t(i) * n * n);
+      out_ptrs.push_back(k == kind::slogdet ? lu.data() + size_t(i) * n * n
+                                            : out + size_t(i) * n * (k == kind::inv ? n : m));
+      if (rhs) rhs_ptrs.push_back(rhs + size_t(i) * n * m);
+    }
+  }
+  // sign and log|det| from column-major LU factors (with or without pivots).
+  void slogdet_from_lu(bool pivoted) {
+    for (int i = 0; i < batch; ++i) {
+      const T* f = lu.data() + size_t(i) * n * n;
+      T sign = 1, logabs = 0;
+      for (int j = 0; j < n; ++j) {
+        const T u = f[size_t(j) * n + j];
+        if (pivoted && piv[size_t(i) * n + j] != j + 1) sign = -sign;
+        if (u < 0) sign = -sign;
+        logabs += std::log(std::fabs(u));
+      }
+      out[i] = sign, out2[i] = logabs;
+    }
+  }
+  void batched() {
+    const auto& f = mkl().get<T>();
+    const int nn = n * n, one = n;
+    std::memcpy(lu.data(), a, sizeof(T) * lu.size());  // getrf works in place; the input must survive
+    f.getrf_batch(&n, &n, lu.data(), &n, &nn, piv.data(), &one, &batch, info.data());
+    if (k == kind::slogdet) return slogdet_from_lu(true);
+    if (k == kind::inv)
+      return f.getri_oop_batch(&n, lu.data(), &n, &nn, piv.data(), &one, out, &n, &nn, &batch, info.data());
+    // A X = B through the factors of A^T (trans = 'T'), B as MKL sees its memory: for m = 1
+    // tinyla's solve; for m > 1 B^T (the same work without two transposes, as in lapack_loop).
+    const int nm = n * m;
+    std::memcpy(out, rhs, sizeof(T) * size_t(batch) * nm);
+    f.getrs_batch("T", &n, &m, lu.data(), &n, &nn, piv.data(), &one, out, &n, &nm, &batch, info.data());
+  }
+  void compact_no_pivot() {
+    const auto& f = mkl().get<T>();
+    f.gepack_compact(col_major, n, n, in_ptrs.data(), n, compact.data(), n, format, batch);
+    int status = 0;
+    f.getrfnp_compact(col_major, n, n, compact.data(), n, &status, format, batch);
+    if (k == kind::slogdet) {
+      f.geunpack_compact(col_major, n, n, out_ptrs.data(), n, compact.data(), n, format, batch);
+      return slogdet_from_lu(false);
+    }
+    if (k == kind::inv) {
+      f.getrinp_compact(col_major, n, compact.data(), n, work.data(), int(work.size()), &status, format, batch);
+      return f.geunpack_compact(col_major, n, n, out_ptrs.data(), n, compact.data(), n, format, batch);
+    }
+    // A X = B as U^T L^T X = B with L U = A^T, B as MKL sees its memory (as in batched()).
+    f.gepack_compact(col_major, n, m, rhs_ptrs.data(), n, compact_b.data(), n, format, batch);
+    f.trsm_compact(col_major, left, upper, trans, non_unit, n, m, T(1), compact.data(), n, compact_b.data(), n, format,
+                   batch);
+    f.trsm_compact(col_major, left, lower, trans, unit, n, m, T(1), compact.data(), n, compact_b.data(), n, format,
+                   batch);
+    f.geunpack_compact(col_major, n, m, out_ptrs.data(), n, compact_b.data(), n, format, batch);
+  }
+  static constexpr int col_major = mkl_api::col_major, left = mkl_api::left, lower = mkl_api::lower,
+                       upper = mkl_api::upper, trans = mkl_api::trans, unit = mkl_api::unit,
+                       non_unit = mkl_api::non_unit;
+};
+
 template <class T, int N> void eigen_loop(kind k, int64_t batch, const T* a, const T* rhs, T* out, T* out2) {
   using Mat = Eigen::Matrix<T, N, N, (N > 1 ? Eigen::RowMajor : Eigen::ColMajor)>;
   for (int64_t i = 0; i < batch; ++i) {
@@ -264,22 +439,36 @@ template <class T> void run_dtype(const char* dtype_name, double input_bytes) {
   const int all_threads = tinyla_get_num_threads();
   const double peak = fma_peak_f64 * (8.0 / sizeof(T));
   std::printf("\n## %s, %.0f MiB of input\n\n", dtype_name, input_bytes / (1 << 20));
+  const bool with_mkl = mkl().present();
   std::printf(
-      "| op | N | batch | tinyla 1 thr | tinyla %d thr | %d thr speedup | LAPACK loop | Eigen fixed | vs LAPACK | vs "
-      "Eigen | memory floor | of floor | of FMA peak |\n",
+      "| op | N | batch | tinyla 1 thr | tinyla %d thr | %d thr speedup | LAPACK loop | Eigen fixed | MKL batch | MKL "
+      "compact | vs LAPACK | vs Eigen | vs MKL batch | vs MKL compact | memory floor | of floor | of FMA peak |\n",
       all_threads, all_threads);
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (kind k : all_kinds)
     for (int n : sizes) {
       workload<T> w(k, n, input_bytes);
-      const auto t = best_times({[&] { tinyla_set_num_threads(1), w.tinyla(); },
-                                 [&] { tinyla_set_num_threads(all_threads), w.tinyla(); }, [&] { w.lapack(); },
-                                 [&] { w.eigen(); }});
+      std::vector<std::function<void()>> contenders = {[&] { tinyla_set_num_threads(1), w.tinyla(); },
+                                                       [&] { tinyla_set_num_threads(all_threads), w.tinyla(); },
+                                                       [&] { w.lapack(); }, [&] { w.eigen(); }};
+      std::optional<mkl_runner<T>> mr;
+      if (with_mkl) {
+        mr.emplace(k, n, w.m, w.batch, w.a.data(), w.rhs.empty() ? nullptr : w.rhs.data(), w.out.data(), w.out2.data());
+        contenders.push_back([&] { mr->batched(); });
+        contenders.push_back([&] { mr->compact_no_pivot(); });
+      }
+      const auto t = best_times(contenders);
       const double ns = 1e9 / double(w.batch), t1 = t[0] * ns;
       const double floor_ns = 1e9 * w.bytes_per_matrix() / copy_bandwidth(size_t(w.batch * w.bytes_per_matrix()));
-      std::printf("| %s | %d | %lld | %.2f | %.2f | %.2fx | %.1f | %.1f | %.1fx | %.2fx | %.2f | %.0f%% | %.1f%% |\n",
-                  kind_name(k), n, (long long)w.batch, t1, t[1] * ns, t[0] / t[1], t[2] * ns, t[3] * ns, t[2] / t[0],
-                  t[3] / t[0], floor_ns, 100 * floor_ns / t1, 100 * w.flops_per_matrix() / (t1 * 1e-9) / peak);
+      char mkl_cols[160] = "| - | - | ", mkl_ratios[160] = "| - | - | ";
+      if (with_mkl) {
+        std::snprintf(mkl_cols, sizeof mkl_cols, "| %.1f | %.1f | ", t[4] * ns, t[5] * ns);
+        std::snprintf(mkl_ratios, sizeof mkl_ratios, "| %.2fx | %.2fx | ", t[4] / t[0], t[5] / t[0]);
+      }
+      std::printf("| %s | %d | %lld | %.2f | %.2f | %.2fx | %.1f | %.1f %s%.1fx | %.2fx %s%.2f | %.0f%% | %.1f%% |\n",
+                  kind_name(k), n, (long long)w.batch, t1, t[1] * ns, t[0] / t[1], t[2] * ns, t[3] * ns, mkl_cols,
+                  t[2] / t[0], t[3] / t[0], mkl_ratios, floor_ns, 100 * floor_ns / t1,
+                  100 * w.flops_per_matrix() / (t1 * 1e-9) / peak);
       std::fflush(stdout);
     }
 }
@@ -326,6 +515,8 @@ int main(int argc, char** argv) {
               fma_peak_f64 / 1e9);
   std::printf("copy bandwidth, 1 thread: %.1f GB/s (256 KiB), %.1f GB/s (8 MiB), %.1f GB/s (256 MiB)\n",
               copy_bandwidth(256 << 10) / 1e9, copy_bandwidth(8 << 20) / 1e9, copy_bandwidth(size_t(256) << 20) / 1e9);
+  std::printf("Intel MKL (batch: ?getrf_batch_strided + getri_oop / getrs; compact: no pivoting, pack counted): %s\n",
+              mkl().present() ? mkl().where.c_str() : (mkl().where.empty() ? "not installed" : mkl().where.c_str()));
   std::printf(
       "memory floor = input read + output written at the copy bandwidth of that working set; FMA peak share of "
       "LAPACK's operation counts (getrf 2n^3/3, getri 4n^3/3, getrs 2n^2 nrhs)\n");
