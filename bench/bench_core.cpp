@@ -145,6 +145,17 @@ const char* kind_name(kind k) {
   return "";
 }
 
+// sign and log|det| from getrf's factors (pivots 1-based; null: no pivoting).
+template <class T> void slogdet_of_lu(int n, const T* lu, const int* piv, T& sign, T& logabs) {
+  sign = 1, logabs = 0;
+  for (int j = 0; j < n; ++j) {
+    const T u = lu[size_t(j) * n + j];
+    if (piv && piv[j] != j + 1) sign = -sign;
+    if (u < 0) sign = -sign;
+    logabs += std::log(std::fabs(u));
+  }
+}
+
 // LAPACK loop: copy (getrf works in place; the input must survive), factor, finish.
 // The matrices are row-major, i.e. LAPACK sees A^T: same |det|, and
 // inv(A^T)^T = inv(A), so no transposes are needed for slogdet and inv.
@@ -157,14 +168,7 @@ template <class T> void lapack_loop(kind k, int64_t batch, int n, const T* a, co
     int info = 0;
     lapack<T>::getrf(n, lu.data(), piv.data(), &info);
     if (k == kind::slogdet) {
-      T sign = 1, logabs = 0;
-      for (int j = 0; j < n; ++j) {
-        T u = lu[size_t(j) * n + j];
-        if (piv[j] != j + 1) sign = -sign;
-        if (u < 0) sign = -sign;
-        logabs += std::log(std::fabs(u));
-      }
-      out[i] = sign, out2[i] = logabs;
+      slogdet_of_lu(n, lu.data(), piv.data(), out[i], out2[i]);
     } else if (k == kind::inv) {
       lapack<T>::getri(n, lu.data(), piv.data(), work.data(), int(work.size()), &info);
       std::memcpy(out + i * n * n, lu.data(), sizeof(T) * n * n);
@@ -265,7 +269,7 @@ template <class T> struct mkl_runner {
   int n, m, batch;
   const T *a, *rhs;
   T *out, *out2;
-  std::vector<T> lu, b, compact, compact_b, work;
+  std::vector<T> lu, compact, compact_b, work;
   std::vector<int> piv, info;
   std::vector<const T*> in_ptrs, rhs_ptrs;
   std::vector<T*> out_ptrs;
@@ -274,7 +278,6 @@ template <class T> struct mkl_runner {
   mkl_runner(kind k_, int n_, int m_, int64_t batch_, const T* a_, const T* rhs_, T* out_, T* out2_)
       : k(k_), n(n_), m(m_), batch(int(batch_)), a(a_), rhs(rhs_), out(out_), out2(out2_) {
     lu.resize(size_t(batch) * n * n), piv.resize(size_t(batch) * n), info.resize(size_t(batch));
-    if (k != kind::slogdet && k != kind::inv) b.resize(size_t(batch) * n * m);
     format = mkl().get_format_compact();
     const auto& f = mkl().get<T>();
     compact.resize(size_t(f.get_size_compact(n, n, format, batch)) / sizeof(T) + 1);
@@ -293,33 +296,23 @@ template <class T> struct mkl_runner {
       if (rhs) rhs_ptrs.push_back(rhs + size_t(i) * n * m);
     }
   }
-  // sign and log|det| from column-major LU factors (with or without pivots).
   void slogdet_from_lu(bool pivoted) {
-    for (int i = 0; i < batch; ++i) {
-      const T* f = lu.data() + size_t(i) * n * n;
-      T sign = 1, logabs = 0;
-      for (int j = 0; j < n; ++j) {
-        const T u = f[size_t(j) * n + j];
-        if (pivoted && piv[size_t(i) * n + j] != j + 1) sign = -sign;
-        if (u < 0) sign = -sign;
-        logabs += std::log(std::fabs(u));
-      }
-      out[i] = sign, out2[i] = logabs;
-    }
+    for (int i = 0; i < batch; ++i)
+      slogdet_of_lu(n, lu.data() + size_t(i) * n * n, pivoted ? piv.data() + size_t(i) * n : nullptr, out[i], out2[i]);
   }
   void batched() {
     const auto& f = mkl().get<T>();
-    const int nn = n * n, one = n;
+    const int nn = n * n, piv_stride = n;
     std::memcpy(lu.data(), a, sizeof(T) * lu.size());  // getrf works in place; the input must survive
-    f.getrf_batch(&n, &n, lu.data(), &n, &nn, piv.data(), &one, &batch, info.data());
+    f.getrf_batch(&n, &n, lu.data(), &n, &nn, piv.data(), &piv_stride, &batch, info.data());
     if (k == kind::slogdet) return slogdet_from_lu(true);
     if (k == kind::inv)
-      return f.getri_oop_batch(&n, lu.data(), &n, &nn, piv.data(), &one, out, &n, &nn, &batch, info.data());
+      return f.getri_oop_batch(&n, lu.data(), &n, &nn, piv.data(), &piv_stride, out, &n, &nn, &batch, info.data());
     // A X = B through the factors of A^T (trans = 'T'), B as MKL sees its memory: for m = 1
     // tinyla's solve; for m > 1 B^T (the same work without two transposes, as in lapack_loop).
     const int nm = n * m;
     std::memcpy(out, rhs, sizeof(T) * size_t(batch) * nm);
-    f.getrs_batch("T", &n, &m, lu.data(), &n, &nn, piv.data(), &one, out, &n, &nm, &batch, info.data());
+    f.getrs_batch("T", &n, &m, lu.data(), &n, &nn, piv.data(), &piv_stride, out, &n, &nm, &batch, info.data());
   }
   void compact_no_pivot() {
     const auto& f = mkl().get<T>();
