@@ -329,14 +329,15 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
       acc = determinant(sq, a.data());
     } else if constexpr (F == family::inverse) {
       store_info(jb.info, b, count, invert(sq, a.data(), acc, pivots.data(), column.data(), jb.transpose_x));
-      if (n < 8) {
+      if constexpr (N >= 0 && N < 8) {  // compile-time n: the lane group in registers
         swap_columns_in_lanes(a.data(), pivots.data(), n);
         if constexpr (Transposed)  // register renaming; a run-time branch here cost plain inv 3 %
           for (int i = 0; i < n; ++i)
             for (int j = i + 1; j < n; ++j) std::swap(a.data()[i * n + j], a.data()[j * n + i]);
         unpack_group<R, V, P>(a.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
       } else {
-        unpack_inverse<C>(a.data(), pivots.data(), n, count, static_cast<R*>(jb.x) + b * ka, jb.transpose_x,
+        // n <= 2 came out of invert already transposed.
+        unpack_inverse<C>(a.data(), pivots.data(), n, count, static_cast<R*>(jb.x) + b * ka, jb.transpose_x && n > 2,
                           columns.data());
       }
     } else {
