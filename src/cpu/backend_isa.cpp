@@ -252,9 +252,9 @@ template <class E> struct group_storage<E, -1> {
 };
 
 // getri's last step on invert's Y (see invert in src/kernels/lu.hpp): columns
-// k and pivots[k] swapped, k = n-2 down to 0, each lane its own. For n < 8 by
-// selects over every candidate column, the lane group in registers
-// (swap_columns_in_lanes); larger n as the lane group is unpacked
+// k and pivots[k] swapped, k = n-2 down to 0, each lane its own. For compile-time
+// n < 8 by selects over every candidate column, the lane group in registers
+// (swap_columns_in_lanes); N = 8 and run-time n as the lane group is unpacked
 // (unpack_inverse): there the selects cost 10-20 % of the inverse.
 template <class E, class L> TINYLA_INLINE void swap_columns_in_lanes(E* a, const L* pivots, int n) {
   for (int k = n - 2; k >= 0; --k)
@@ -292,8 +292,8 @@ constexpr bool paired_size(int64_t n) { return n >= 3 && n <= 6; }
 // took 1.2x the time, AVX2 on a Zen 3).
 // WithDet: whether the op outputs the determinant (slogdet, det, slogdet_inv); inv and
 // solve skip its bookkeeping (a frexp per pivot: a third of the n = 1 inverse).
-// Transposed: an inverse written as A^-T, for 3 <= N < 8 (n <= 2 and n >= 8 transpose
-// as they leave the lanes, whichever the job asks).
+// Transposed: an inverse written as A^-T, for compile-time 3 <= N < 8 (n <= 2 is transposed
+// by invert; run-time n and N = 8 as they leave the lanes, whichever the job asks).
 template <class T, int N, int P, family F, bool WithDet, bool Transposed = false>
 void run_range(const job& jb, int64_t begin, int64_t end) {
   using R = storage_real_t<T>;
