@@ -37,10 +37,17 @@ runtime* rt() {
 }
 
 // ... with the default device current on this thread (what MLIR's wrappers do
-// on every call), or nullptr.
-runtime* bound() {
+// on every call), and this thread's state in it, for the calls that follow (one
+// look-up per mgpu* call); r is nullptr on failure.
+struct bound_runtime {
+  runtime* r = nullptr;
+  runtime::thread_state* t = nullptr;
+};
+bound_runtime bound() {
   runtime* r = rt();
-  return r && r->bind_thread() ? r : nullptr;
+  if (!r) return {};
+  runtime::thread_state& t = runtime::this_thread();
+  return r->bind_thread(t) ? bound_runtime{r, &t} : bound_runtime{};
 }
 
 }  // namespace
@@ -48,12 +55,12 @@ runtime* bound() {
 #define TINYLA_MGPU extern "C" __attribute__((visibility("default")))
 
 TINYLA_MGPU handle mgpuModuleLoad(void* data, std::size_t size) {
-  runtime* r = bound();
+  runtime* r = bound().r;
   return r ? r->load_module(data, size, false, 0) : nullptr;
 }
 
 TINYLA_MGPU handle mgpuModuleLoadJIT(void* data, int opt_level) {
-  runtime* r = bound();
+  runtime* r = bound().r;
   return r ? r->load_module(data, 0, true, opt_level) : nullptr;
 }
 
@@ -62,8 +69,8 @@ TINYLA_MGPU void mgpuModuleUnload(handle module) {
 }
 
 TINYLA_MGPU handle mgpuModuleGetFunction(handle module, const char* name) {
-  runtime* r = bound();
-  return r && module ? r->function(module, name) : nullptr;
+  auto [r, t] = bound();
+  return r && module ? r->function(*t, module, name) : nullptr;
 }
 
 // The 12th argument (the parameter count, MLIR >= 18) is never read, so MLIR <= 17's
@@ -72,16 +79,16 @@ TINYLA_MGPU void mgpuLaunchKernel(handle function, std::intptr_t grid_x, std::in
                                   std::intptr_t block_x, std::intptr_t block_y, std::intptr_t block_z,
                                   std::int32_t shared_bytes, handle stream, void** params, void** extra,
                                   std::size_t /*param_count*/) {
-  runtime* r = bound();
+  auto [r, t] = bound();
   if (!r) return;
   const unsigned grid[3] = {unsigned(grid_x), unsigned(grid_y), unsigned(grid_z)};
   const unsigned block[3] = {unsigned(block_x), unsigned(block_y), unsigned(block_z)};
-  r->launch(function, grid, block, unsigned(shared_bytes), stream, params, extra);
+  r->launch(*t, function, grid, block, unsigned(shared_bytes), stream, params, extra);
 }
 
 TINYLA_MGPU handle mgpuStreamCreate() {
-  runtime* r = bound();
-  return r ? r->acquire_stream() : nullptr;
+  auto [r, t] = bound();
+  return r ? r->acquire_stream(*t) : nullptr;
 }
 
 TINYLA_MGPU void mgpuStreamDestroy(handle stream) {
@@ -100,12 +107,12 @@ TINYLA_MGPU void mgpuStreamWaitEvent(handle stream, handle event) {
 }
 
 TINYLA_MGPU handle mgpuEventCreate() {
-  runtime* r = bound();
+  runtime* r = bound().r;
   return r ? r->acquire_event() : nullptr;
 }
 
 TINYLA_MGPU void mgpuEventDestroy(handle event) {
-  if (runtime* r = bound(); r && event) r->release_event(event);
+  if (runtime* r = bound().r; r && event) r->release_event(event);
 }
 
 TINYLA_MGPU void mgpuEventSynchronize(handle event) {
@@ -117,7 +124,7 @@ TINYLA_MGPU void mgpuEventRecord(handle event, handle stream) {
 }
 
 TINYLA_MGPU void* mgpuMemAlloc(std::uint64_t bytes, handle /*stream*/, bool host_shared) {
-  runtime* r = bound();
+  runtime* r = bound().r;
   if (!r || bytes == 0) return nullptr;
   void* p = nullptr;
   return r->check(r->drv().mem_alloc(&p, bytes, host_shared), "mgpuMemAlloc") ? p : nullptr;
@@ -128,28 +135,28 @@ TINYLA_MGPU void mgpuMemFree(void* ptr, handle /*stream*/) {
 }
 
 TINYLA_MGPU void mgpuMemcpy(void* dst, void* src, std::size_t bytes, handle stream) {
-  if (runtime* r = bound(); r && bytes) {
+  if (runtime* r = bound().r; r && bytes) {
     r->enqueued(stream);
     r->check(r->drv().memcpy_async(dst, src, bytes, stream), "mgpuMemcpy");
   }
 }
 
 TINYLA_MGPU void mgpuMemset32(void* dst, std::uint32_t value, std::size_t count, handle stream) {
-  if (runtime* r = bound(); r && count) {
+  if (runtime* r = bound().r; r && count) {
     r->enqueued(stream);
     r->check(r->drv().memset32_async(dst, value, count, stream), "mgpuMemset32");
   }
 }
 
 TINYLA_MGPU void mgpuMemset16(void* dst, std::uint16_t value, std::size_t count, handle stream) {
-  if (runtime* r = bound(); r && count) {
+  if (runtime* r = bound().r; r && count) {
     r->enqueued(stream);
     r->check(r->drv().memset16_async(dst, value, count, stream), "mgpuMemset16");
   }
 }
 
 TINYLA_MGPU void mgpuMemHostRegister(void* ptr, std::uint64_t bytes) {
-  if (runtime* r = bound(); r && ptr && bytes) r->check(r->drv().host_register(ptr, bytes), "mgpuMemHostRegister");
+  if (runtime* r = bound().r; r && ptr && bytes) r->check(r->drv().host_register(ptr, bytes), "mgpuMemHostRegister");
 }
 
 TINYLA_MGPU void mgpuMemHostUnregister(void* ptr) {

@@ -97,6 +97,14 @@ struct runtime::thread_state {
     std::memcpy(lookup_name, name, length + 1);
     lookup_module = module, lookup_function = function;
   }
+  // Whether name is the last one looked up: inline, as libc's strcmp costs more
+  // than the rest of the look-up for names this short.
+  bool looked_up_last(const char* name) const {
+    for (const char* last = lookup_name;; ++name, ++last) {
+      if (*name != *last) return false;
+      if (*name == 0) return true;
+    }
+  }
   void keep_spare(runtime* owner, handle context, handle stream);
 
   // thread_state itself is trivially destructible, so that no access pays a guard
@@ -116,7 +124,7 @@ thread_local runtime::thread_state runtime::this_thread_;
 
 // The empty asm makes the address opaque, so the caller keeps it in a register:
 // GCC would otherwise call __tls_get_addr again at every use of the reference.
-inline runtime::thread_state& runtime::this_thread() {
+runtime::thread_state& runtime::this_thread() {
   thread_state* t = &this_thread_;
   asm("" : "+r"(t));
   return *t;
@@ -158,8 +166,7 @@ bool runtime::fail(const std::string& message) {
   return false;
 }
 
-bool runtime::check(int code, const char* what) {
-  if (code == 0) return true;
+bool runtime::fail_code(int code, const char* what) {
   return fail(std::string(what) + " failed: " + drv_.error_string(code) + " (" + drv_.platform + " error " +
               std::to_string(code) + ")");
 }
@@ -169,8 +176,7 @@ void runtime::set_default_device(int device) {
   ++device_epoch_;
 }
 
-bool runtime::bind_thread() {
-  thread_state& t = this_thread();
+bool runtime::bind_thread(thread_state& t) {
   const int epoch = device_epoch_.load();
   if (t.bound_epoch == epoch) return true;
   handle context = nullptr;
@@ -232,8 +238,7 @@ void runtime::handle_pool::put(handle h) {
   idle.push_back(h);
 }
 
-handle runtime::acquire_stream() {
-  thread_state& t = this_thread();
+handle runtime::acquire_stream(thread_state& t) {
   const handle bound = t.bound_to(*this) ? t.bound_context : nullptr;
   handle s = nullptr;
   if (pooling_ && bound && t.spare_stream && t.spare_owner == this && t.spare_context == bound) {
@@ -253,17 +258,17 @@ handle runtime::acquire_stream() {
   return s;
 }
 
-bool runtime::synchronize(handle stream) {
+bool runtime::synchronize(thread_state& t, handle stream) {
   if (!check(drv_.stream_synchronize(stream), "synchronizing a stream")) return false;
-  this_thread().idle_stream = stream;
+  t.idle_stream = stream;
   return true;
 }
 
-void runtime::enqueued(handle stream) {
-  if (thread_state& t = this_thread(); stream == t.idle_stream) t.idle_stream = nullptr;
+void runtime::enqueued(thread_state& t, handle stream) {
+  if (stream == t.idle_stream) t.idle_stream = nullptr;
 }
 
-void runtime::release_stream(handle stream) {
+void runtime::release_stream(thread_state& t, handle stream) {
   if (!stream) return;
   if (!pooling_) {
     check(drv_.stream_destroy(stream), "destroying a stream");
@@ -271,7 +276,6 @@ void runtime::release_stream(handle stream) {
   }
   // Idle before anyone else gets it: synchronized here unless this thread did
   // with nothing enqueued since (MLIR synchronizes before it destroys).
-  thread_state& t = this_thread();
   handle context = stream == t.acquired_stream ? t.acquired_context : nullptr;
   if ((stream != t.idle_stream && !check(drv_.stream_synchronize(stream), "synchronizing a released stream")) ||
       (!context && !check(drv_.stream_context(stream, &context), "reading a released stream's context")) || !context) {
@@ -349,10 +353,9 @@ void runtime::unload_module(handle module) {
   if (it->second->refs > 0) --it->second->refs;  // stays loaded: see runtime.hpp
 }
 
-handle runtime::function(handle module, const char* name) {
+handle runtime::function(thread_state& t, handle module, const char* name) {
   if (!module || !name) return fail("function lookup without a module or a name"), nullptr;
-  thread_state& t = this_thread();
-  if (pooling_ && t.lookup_owner == this && t.lookup_module == module && std::strcmp(t.lookup_name, name) == 0) {
+  if (pooling_ && t.lookup_owner == this && t.lookup_module == module && t.looked_up_last(name)) {
     ++stats_.function_cache_hits;
     return t.lookup_function;
   }
@@ -371,8 +374,8 @@ handle runtime::function(handle module, const char* name) {
   return f;
 }
 
-bool runtime::launch(handle function, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
-                     handle stream, void** params, void** extra) {
+bool runtime::launch(thread_state& t, handle function, const unsigned grid[3], const unsigned block[3],
+                     unsigned shared_bytes, handle stream, void** params, void** extra) {
   if (!function) return fail("launch of a null function (an earlier load or lookup failed)");
   constexpr unsigned default_shared = 48 * 1024;
   if (shared_bytes > default_shared) {
@@ -384,7 +387,7 @@ bool runtime::launch(handle function, const unsigned grid[3], const unsigned blo
       allowed = shared_bytes;
     }
   }
-  enqueued(stream);
+  enqueued(t, stream);
   if (!check(drv_.launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, stream,
                          params, extra),
              "launching a kernel"))

@@ -65,20 +65,34 @@ class runtime {
   void print_errors(bool on) { print_errors_ = on; }
 
   void set_default_device(int device);
+
+  // What this thread knows without asking the driver (runtime.cpp). The hot
+  // methods below take it, so that a caller making several calls looks it up
+  // once: a thread_local in a shared library costs a __tls_get_addr call per
+  // look-up. The overloads without it look it up themselves.
+  struct thread_state;
+  static thread_state& this_thread();
+
   // Makes the default device current on this thread; false on failure.
-  bool bind_thread();
+  bool bind_thread(thread_state& t);
+  bool bind_thread() { return bind_thread(this_thread()); }
   // Makes the stream's context current on this thread (for the null stream: the
   // current context, else device 0's primary one, as the CUDA runtime would)
   // and returns it; nullptr on failure.
   handle use_stream_context(handle stream);
 
   // In the current context.
-  handle acquire_stream();
-  void release_stream(handle stream);  // back to the pool of the stream's own context
+  handle acquire_stream(thread_state& t);
+  handle acquire_stream() { return acquire_stream(this_thread()); }
+  // Back to the pool of the stream's own context.
+  void release_stream(thread_state& t, handle stream);
+  void release_stream(handle stream) { release_stream(this_thread(), stream); }
   // Synchronizes a stream, and remembers it is idle until enqueued() (or a launch)
   // says otherwise: releasing it then needs no second synchronize.
-  bool synchronize(handle stream);
-  void enqueued(handle stream);
+  bool synchronize(thread_state& t, handle stream);
+  bool synchronize(handle stream) { return synchronize(this_thread(), stream); }
+  void enqueued(thread_state& t, handle stream);
+  void enqueued(handle stream) { enqueued(this_thread(), stream); }
   handle acquire_event();
   void release_event(handle event);
 
@@ -86,15 +100,22 @@ class runtime {
   // image (ELF, CUDA fatbin, clang offload bundle, or NUL-terminated text such as PTX).
   handle load_module(const void* image, std::size_t size, bool jit, int opt_level);
   void unload_module(handle module);
-  handle function(handle module, const char* name);
+  handle function(thread_state& t, handle module, const char* name);
+  handle function(handle module, const char* name) { return function(this_thread(), module, name); }
+  bool launch(thread_state& t, handle function, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
+              handle stream, void** params, void** extra);
   bool launch(handle function, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes, handle stream,
-              void** params, void** extra);
+              void** params, void** extra) {
+    return launch(this_thread(), function, grid, block, shared_bytes, stream, params, extra);
+  }
 
   // True when `code` is success; else records (and maybe prints) the failure.
-  bool check(int code, const char* what);
+  bool check(int code, const char* what) { return code == 0 || fail_code(code, what); }
   bool fail(const std::string& message);  // records a failure that is not a driver code; false
 
  private:
+  bool fail_code(int code, const char* what);  // check's failure path; false
+
   explicit runtime(const driver& d);
 
   struct module_entry {
@@ -125,11 +146,7 @@ class runtime {
   std::mutex contexts_mutex_;
   std::vector<std::pair<handle, std::unique_ptr<context_pools>>> contexts_;  // few: one per device
   context_pools* pools(handle context);                                      // nullptr if no context
-  // What a thread knows without asking the driver (runtime.cpp): one object, so
-  // that a call finds it with one TLS look-up.
-  struct thread_state;
   static thread_local thread_state this_thread_;
-  static thread_state& this_thread();             // its address, looked up once per call
   context_pools* current_pools(thread_state& t);  // of the current context; nullptr (recorded) if none is current
 
   std::mutex modules_mutex_;

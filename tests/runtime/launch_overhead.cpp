@@ -1,10 +1,12 @@
 // Host time per launch of MLIR's launch sequence through libtinyla_mgpu
 // (mgpuModuleGetFunction, mgpuStreamCreate, mgpuLaunchKernel,
-// mgpuStreamSynchronize, mgpuStreamDestroy) against the bare driver path the
-// work needs (cuLaunchKernel + cuStreamSynchronize), both on the stand-in
-// driver, whose calls cost next to nothing: what remains is the runtime's own
-// overhead. Rounds of 1000 launches, the two contenders interleaved, best of 30;
-// prints the ratio (scripts/test runs it: a benchmark, not a test).
+// mgpuStreamSynchronize, mgpuStreamDestroy) against two contenders on the
+// stand-in driver, whose calls cost next to nothing, so that what remains is
+// the runtime's own overhead: the bare driver path the work needs
+// (cuLaunchKernel + cuStreamSynchronize), and the floor of the ABI: the same
+// five calls into a library that does nothing but forward the two
+// (mgpu_floor.cpp). Rounds of 1000 launches, the contenders interleaved, best of
+// 30; prints the ratios (scripts/test runs it: a benchmark, not a test).
 //   TINYLA_GPU_DRIVER=<stand-in> tinyla_launch_overhead
 #include <dlfcn.h>
 
@@ -40,6 +42,16 @@ template <class Body> double best_ns_per_launch(Body body, int launches) {
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / launches;
 }
 
+struct floor_library {  // mgpu_floor.cpp
+  bool (*setup)(void*, ptr, ptr);
+  ptr (*get_function)(ptr, const char*);
+  ptr (*stream_create)();
+  void (*launch)(ptr, std::intptr_t, std::intptr_t, std::intptr_t, std::intptr_t, std::intptr_t, std::intptr_t,
+                 std::int32_t, ptr, void**, void**, std::size_t);
+  void (*synchronize)(ptr);
+  void (*stream_destroy)(ptr);
+};
+
 const char ptx[] = "// a PTX module (the stand-in only counts)\n.version 7.0\n.target sm_80\n";
 
 }  // namespace
@@ -59,12 +71,26 @@ int main() {
   if (d.init(0) || d.primary_context(&context, 0) || d.set_current(context) || d.load(&module, ptx) ||
       d.get_function(&function, module, "kernel") || d.stream_create(&stream, 0))
     return std::fprintf(stderr, "launch_overhead: the driver refused the set-up\n"), 1;
+  void* floor_lib = dlopen(TINYLA_MGPU_FLOOR, RTLD_NOW);
+  if (!floor_lib) return std::fprintf(stderr, "launch_overhead: %s\n", dlerror()), 1;
+  floor_library fl{};
+  bind(floor_lib, fl.setup, "floor_setup"), bind(floor_lib, fl.get_function, "floor_get_function");
+  bind(floor_lib, fl.stream_create, "floor_stream_create"), bind(floor_lib, fl.launch, "floor_launch");
+  bind(floor_lib, fl.synchronize, "floor_synchronize"), bind(floor_lib, fl.stream_destroy, "floor_stream_destroy");
+  if (!fl.setup(lib, function, stream)) return std::fprintf(stderr, "launch_overhead: floor_setup failed\n"), 1;
   void* mlir_module = mgpuModuleLoad(const_cast<char*>(ptx), sizeof ptx);
   if (!mlir_module) return std::fprintf(stderr, "launch_overhead: mgpuModuleLoad failed\n"), 1;
 
   auto bare = [&] {
     d.launch(function, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
     d.synchronize(stream);
+  };
+  auto floor = [&] {  // the same five calls, doing only the work
+    void* f = fl.get_function(mlir_module, "kernel");
+    void* s = fl.stream_create();
+    fl.launch(f, 1, 1, 1, 1, 1, 1, 0, s, nullptr, nullptr, 0);
+    fl.synchronize(s);
+    fl.stream_destroy(s);
   };
   auto mlir = [&] {  // what MLIR 22 emits per gpu.launch_func with a synchronous wait
     void* f = mgpuModuleGetFunction(mlir_module, "kernel");
@@ -74,15 +100,19 @@ int main() {
     mgpuStreamDestroy(s);
   };
   constexpr int launches = 1000, rounds = 30;
-  double best_bare = 1e300, best_mlir = 1e300;
+  double best_bare = 1e300, best_floor = 1e300, best_mlir = 1e300;
   for (int r = 0; r < rounds; ++r) {
     best_bare = std::min(best_bare, best_ns_per_launch(bare, launches));
+    best_floor = std::min(best_floor, best_ns_per_launch(floor, launches));
     best_mlir = std::min(best_mlir, best_ns_per_launch(mlir, launches));
   }
   std::printf("host time per launch on the stand-in driver (best of %d rounds of %d):\n", rounds, launches);
-  std::printf("  bare driver (cuLaunchKernel + cuStreamSynchronize):      %7.1f ns\n", best_bare);
-  std::printf("  MLIR's sequence through libtinyla_mgpu (5 mgpu* calls):  %7.1f ns  (%.2fx the bare path)\n", best_mlir,
-              best_mlir / best_bare);
+  std::printf("  bare driver (cuLaunchKernel + cuStreamSynchronize):        %7.1f ns\n", best_bare);
+  std::printf("  the ABI's floor (5 mgpu*-shaped calls forwarding the two): %7.1f ns  (%.2fx the bare path)\n",
+              best_floor, best_floor / best_bare);
+  std::printf(
+      "  MLIR's sequence through libtinyla_mgpu (5 mgpu* calls):    %7.1f ns  (%.2fx the bare path, %.2fx the floor)\n",
+      best_mlir, best_mlir / best_bare, best_mlir / best_floor);
   std::printf("  %s\n", tinyla_mgpu_stats());
   return 0;
 }
