@@ -28,10 +28,19 @@ struct device_block {
 using namespace tinyla::TINYLA_KERNEL_NS;
 using tinyla::job;
 
+// The per-thread kernels' launch bounds: on NVIDIA with the blocks per SM that
+// hold it to per_thread_register_cap (HIP's second argument means something
+// else, and gfx942 meets its occupancy targets without it).
+#if defined(TINYLA_GPU_HIP)
+#define TINYLA_PER_THREAD_BOUNDS(F, E, N) __launch_bounds__(max_per_thread_block)
+#else
+#define TINYLA_PER_THREAD_BOUNDS(F, E, N)                                                                              \
+  __launch_bounds__(max_per_thread_block, per_thread_min_blocks<E>(family::F, N))
+#endif
 // One per-thread kernel; the (family, type, n) that plan_launch never picks
 // (past the register budget) are empty.
 #define TINYLA_PER_THREAD_KERNEL(N, F, E, DT)                                                                          \
-  extern "C" __global__ void __launch_bounds__(max_per_thread_block) tinyla_##F##_##DT##_##N(job jb) {                 \
+  extern "C" __global__ void TINYLA_PER_THREAD_BOUNDS(F, E, N) tinyla_##F##_##DT##_##N(job jb) {                       \
     if constexpr (per_thread_fits<E>(family::F, N)) {                                                                  \
       device_block blk;                                                                                                \
       per_thread_kernel<family::F, N, E>(blk, jb);                                                                     \

@@ -41,11 +41,23 @@ inline constexpr int max_per_thread_n = 8;
 // spills to local memory (ptxas -v on sm_90: float64 n = 8 inverses take
 // 210 registers, complex128 n = 6 spilled 16 bytes).
 inline constexpr int per_thread_register_budget = 160;
-template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
+template <class E> constexpr int64_t per_thread_words(family f, int64_t n) {
   const int64_t elements = n * n + (f == family::inverse ? n : 0);
   const int64_t pivot_bytes = f == family::inverse ? n * int64_t(sizeof(lane_of<E>)) : 0;
-  const int64_t words = (elements * int64_t(sizeof(E)) + pivot_bytes) / 4;
-  return n <= max_per_thread_n && words <= per_thread_register_budget;
+  return (elements * int64_t(sizeof(E)) + pivot_bytes) / 4;
+}
+template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
+  return n <= max_per_thread_n && per_thread_words<E>(f, n) <= per_thread_register_budget;
+}
+// Registers a per-thread kernel is held to on NVIDIA (0: the compiler's choice
+// under the launch bounds): a determinant or an inverse at n >= 3 whose arrays
+// take at most 32 registers is held to 64, the count at which an SM holds half
+// its threads. ptxas -v, sm_90: float64 determinant n = 4 from 70 to 64
+// registers and inverse n = 3 from 66 to 64, without a spill; the others it
+// covers take fewer. Held to 64 or 128, these spill: the inverses at n = 4, 6,
+// 7, complex128 at n = 2, the determinants at n = 7, 8.
+template <class E> constexpr int per_thread_register_cap(family f, int64_t n) {
+  return f != family::solve && n >= 3 && per_thread_words<E>(f, n) <= 32 ? 64 : 0;
 }
 // Matrices (= threads) per block of the per-thread kernel, by n, for elements
 // of up to 8 bytes; halved for 16-byte ones (their registers double).
@@ -59,6 +71,12 @@ inline constexpr int max_team_size = 128;
 // 255 on NVIDIA and 512 VGPRs on CDNA instead of 128 for 1024-thread blocks).
 inline constexpr int max_per_thread_block = 256;
 inline constexpr int max_team_block = team_threads_target > max_team_size ? team_threads_target : max_team_size;
+// per_thread_register_cap as CUDA's launch bounds say it: blocks of
+// max_per_thread_block threads that an SM (64 K registers) must hold at once.
+template <class E> constexpr int per_thread_min_blocks(family f, int64_t n) {
+  const int cap = per_thread_register_cap<E>(f, n);
+  return cap > 0 ? 64 * 1024 / (cap * max_per_thread_block) : 1;
+}
 
 struct plan_options {
   // Shared memory a kernel may use without opting in to more (48 KiB is the
