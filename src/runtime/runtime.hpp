@@ -69,7 +69,7 @@ class runtime {
   // What this thread knows without asking the driver (runtime.cpp). The hot
   // methods below take it, so that a caller making several calls looks it up
   // once: a thread_local in a shared library costs a __tls_get_addr call per
-  // look-up. The overloads without it, for callers making one call, look it up themselves.
+  // look-up. The overloads without it look it up themselves.
   struct thread_state;
   static thread_state& this_thread();
 
@@ -99,6 +99,7 @@ class runtime {
   handle load_module(const void* image, std::size_t size, bool jit, int opt_level);
   void unload_module(handle module);
   handle function(thread_state& t, handle module, const char* name);
+  handle function(handle module, const char* name) { return function(this_thread(), module, name); }
   bool launch(thread_state& t, handle function, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
               handle stream, void** params, void** extra);
   bool launch(handle function, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes, handle stream,
