@@ -275,12 +275,15 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         "loads in flight": batch * read / little if little else math.inf,
     }
     if plan.team > 1:
-        # The LU's dot products read both operands from shared memory, the inverse's and
-        # the solves' one (the factors; the other is their output, in global memory).
+        # The LU's dot products read both operands from shared memory, or in a warp team
+        # (its rows in registers) one, U's row, by a shuffle (which takes the same datapath:
+        # 32 lanes x 4 bytes a clock); the inverse's and the solves' one (the factors; the
+        # other is their output, in global memory).
         e = ELEMENT_BYTES[plan.dtype]
         fmas = flops / 2 / (1 if plan.dtype.startswith("f") else 4)  # of the element type
         lu_fmas = fmas if plan.op == "slogdet" else fmas / 3
-        times["shared memory"] = batch * (2 * lu_fmas + (fmas - lu_fmas)) * e / g.shared_bytes_per_s
+        lu_operands = 1 if "_warp" in plan.kernel else 2
+        times["shared memory"] = batch * (lu_operands * lu_fmas + (fmas - lu_fmas)) * e / g.shared_bytes_per_s
         # The inverse (a row per thread) and the solves (a column per thread) work in global
         # memory, about n^2 accesses per row or column, counted at L1 speed (optimistic): a
         # whole 32-byte sector each where a team's threads touch different rows of the output
@@ -373,9 +376,10 @@ def main() -> int:
         sys.exit(f"gpu_report: neither {fatbin} nor {bundle} (configure with -DTINYLA_CUDA=ON and/or -DTINYLA_HIP=ON)")
     plans = read_plans(os.path.join(args.build, "tinyla_gpu_plans"))
 
-    def kernel_order(name):  # family, dtype, then n (the team kernel last)
+    def kernel_order(name):  # family, dtype, then n (the warp teams by width, the team kernel last)
         _, family, dtype, n = name.split("_")
-        return family, list(ELEMENT_BYTES).index(dtype), int(n) if n.isdigit() else 1 << 30
+        rank = int(n) if n.isdigit() else 1000 + int(n[4:]) if n.startswith("warp") else 1 << 30
+        return family, list(ELEMENT_BYTES).index(dtype), rank
 
     # Every kernel a plan launches must be in each image, its resources and its first loads read.
     launched = sorted({p.kernel for p in plans}, key=kernel_order)

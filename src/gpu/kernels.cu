@@ -17,6 +17,7 @@ struct device_block {
   __device__ int64_t block() const { return blockIdx.x; }
   __device__ int64_t blocks() const { return gridDim.x; }
   __device__ void sync() { gpuSyncThreads(); }
+  template <class T> __device__ T shuffle(T v, int src, int width) { return gpuShuffle(v, src, width); }
   __device__ void* shared() const {
     extern __shared__ __attribute__((aligned(16))) unsigned char tinyla_shared[];
     return tinyla_shared;
@@ -46,11 +47,12 @@ using tinyla::job;
       per_thread_kernel<family::F, N, E>(blk, jb);                                                                     \
     }                                                                                                                  \
   }
-#define TINYLA_TEAM_KERNEL(F, E, DT)                                                                                   \
+// The team kernels: V = team_variant (the LU in shared memory) or warp_variant(W).
+#define TINYLA_TEAM_KERNEL(NAME, V, F, E, DT)                                                                          \
   extern "C" __global__ void __launch_bounds__(max_team_block)                                                         \
-      tinyla_##F##_##DT##_team(job jb, int team_size, E* workspace) {                                                  \
+      tinyla_##F##_##DT##_##NAME(job jb, int team_size, E* workspace) {                                                \
     device_block blk;                                                                                                  \
-    team_kernel<family::F, E>(blk, jb, team_size, workspace);                                                          \
+    team_kernel<family::F, warp_width_of(V), E>(blk, jb, team_size, workspace);                                        \
   }
 
 static_assert(max_per_thread_n == 8, "TINYLA_FOR_EACH_N lists n = 0..max_per_thread_n");
@@ -60,8 +62,11 @@ static_assert(max_per_thread_n == 8, "TINYLA_FOR_EACH_N lists n = 0..max_per_thr
   M(0, __VA_ARGS__) M(1, __VA_ARGS__) M(2, __VA_ARGS__) M(3, __VA_ARGS__) M(4, __VA_ARGS__) \
   M(5, __VA_ARGS__) M(6, __VA_ARGS__) M(7, __VA_ARGS__) M(8, __VA_ARGS__)
 // clang-format on
+static_assert(warp_width_count == 2 && warp_widths[0] == 16 && warp_widths[1] == 32, "the warp kernels below");
 #define TINYLA_FAMILY_KERNELS(F, E, DT)                                                                                \
-  TINYLA_FOR_EACH_N(TINYLA_PER_THREAD_KERNEL, F, E, DT) TINYLA_TEAM_KERNEL(F, E, DT)
+  TINYLA_FOR_EACH_N(TINYLA_PER_THREAD_KERNEL, F, E, DT)                                                                \
+  TINYLA_TEAM_KERNEL(team, team_variant, F, E, DT)                                                                     \
+  TINYLA_TEAM_KERNEL(warp16, warp_variant(16), F, E, DT) TINYLA_TEAM_KERNEL(warp32, warp_variant(32), F, E, DT)
 #define TINYLA_TYPE_KERNELS(E, DT)                                                                                     \
   TINYLA_FAMILY_KERNELS(determinant, E, DT) TINYLA_FAMILY_KERNELS(inverse, E, DT) TINYLA_FAMILY_KERNELS(solve, E, DT)
 

@@ -8,12 +8,17 @@
 //   int thread(), threads()          this thread's index in the block, block size
 //   int64_t block(), blocks()        this block's index in the grid, grid size
 //   void sync()                      block-wide barrier (__syncthreads)
+//   T shuffle(T v, int src, int w)   v of thread src of this thread's aligned group of w
+//                                    threads (T: int, float, double; w a power of 2 up
+//                                    to 32, within a warp); every thread of the block
+//                                    calls it, in the same order (the host's is a barrier)
 //   void* shared()                   the block's dynamic shared memory
 //
 // Which kernel runs with what block and grid: plan.hpp.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "gpu/plan.hpp"
@@ -38,6 +43,22 @@ template <class E> TINYLA_HD void store_outputs(const job& jb, int64_t b, const 
 template <class E, class Block> TINYLA_HD void block_copy(Block& blk, const E* src, E* dst, int64_t count) {
   if (src == dst) return;
   for (int64_t i = blk.thread(); i < count; i += blk.threads()) dst[i] = src[i];
+}
+
+// dst[i] = src[i] for i = first, first + stride, ... < count, Loads loads
+// issued before their stores (in flight at once: one at a time left the team
+// kernels bound by memory latency).
+template <int Loads, class E>
+TINYLA_HD void copy_strided(const E* src, E* dst, int64_t count, int64_t first, int64_t stride) {
+  int64_t i = first;
+  for (; i + (Loads - 1) * stride < count; i += Loads * stride) {
+    E r[Loads];
+    TINYLA_UNROLL
+    for (int u = 0; u < Loads; ++u) r[u] = src[i + u * stride];
+    TINYLA_UNROLL
+    for (int u = 0; u < Loads; ++u) dst[i + u * stride] = r[u];
+  }
+  for (; i < count; i += stride) dst[i] = src[i];
 }
 
 // ---- per-thread kernel ----------------------------------------------------------------
@@ -202,6 +223,99 @@ template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, tea
   return info;
 }
 
+// v of thread src of the caller's warp team of width W (a complex: both parts).
+template <int W, class Block, class R> TINYLA_HD R shuffle_element(Block& blk, R v, int src) {
+  return blk.shuffle(v, src, W);
+}
+template <int W, class Block, class R> TINYLA_HD cplx<R> shuffle_element(Block& blk, cplx<R> v, int src) {
+  return {blk.shuffle(v.re, src, W), blk.shuffle(v.im, src, W)};
+}
+
+// team_factor's LU by a warp team: W threads of one warp (n <= W), row `rank`
+// of a in the registers of thread `rank`. Rows never move: each knows its place
+// in the pivoted order. At step k the rows at place k or below finish their
+// entry of column k, a butterfly of shuffles finds the pivot (every thread gets
+// it: the combine is a total order), its row finishes U's row k and shuffles it
+// to the rows below, which add its products to their sums. Each entry keeps its
+// sum of products (p ascending, the first product alone) and subtracts it from
+// its entry of a when final: Crout's order, as eliminate() in lu.hpp, so the
+// results are bit-identical to the CPU's. No barrier and no shared memory
+// during the elimination: a is read as entries become final and, when
+// StoreFactors, overwritten with the factors in the pivoted order at the end.
+template <int W, bool StoreFactors, class E, class Block>
+TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, E* a, int* piv, det_accum<E>& acc) {
+  using L = lane_of<E>;
+  constexpr int place_bits = 8;  // a candidate's key: its place, then its rank
+  static_assert(W <= (1 << place_bits));
+  const bool mine = rank < n;  // the threads past n only take part in the shuffles
+  const E* my_row = a + rank * n;
+  E row[W];  // entry j: its sum of products until final, then L's (j < place) or U's value
+  TINYLA_UNROLL
+  for (int j = 0; j < W; ++j) row[j] = make_element<E>(0.0);
+  int place = rank;
+  L info = L(0);
+  // The steps are a loop, not unrolled (unrolled, their W^2 shuffles took the
+  // compilers minutes per kernel); row[] is indexed by constants only, so that
+  // it stays in registers: entry k is found and set by comparing j with k.
+  for (int k = 0; k < n; ++k) {
+    E sum_k = row[0];
+    TINYLA_UNROLL
+    for (int j = 1; j < W; ++j)
+      if (j == k) sum_k = row[j];
+    E col = mine ? my_row[k] : make_element<E>(0.0);
+    if (k > 0 && place >= k) col = col - sum_k;
+    // The pivot: LAPACK's first row of largest magnitude at or below place k,
+    // the diagonal kept on a tie or when it is NaN (as team_factor: other NaN
+    // rows never win).
+    const L mag = pivot_magnitude(col);
+    L best = L(-1);
+    int key = place << place_bits | rank;
+    if (mine && place == k) best = mag == mag ? mag : L(std::numeric_limits<lane_real<L>>::infinity());
+    else if (mine && place > k && mag > L(-1)) best = mag;
+    TINYLA_UNROLL
+    for (int lanes = W / 2; lanes > 0; lanes /= 2) {
+      const L other = blk.shuffle(best, rank ^ lanes, W);
+      const int other_key = blk.shuffle(key, rank ^ lanes, W);
+      if (other > best || (other == best && other_key < key)) best = other, key = other_key;
+    }
+    const int p = key >> place_bits, owner = key & ((1 << place_bits) - 1);
+    if (StoreFactors && rank == 0) piv[k] = p;
+    const pivot_inverse<E> pinv(shuffle_element<W>(blk, col, owner));
+    acc.flip(p != k);
+    acc.multiply(pinv.p);
+    info = first_zero_pivot(info, pinv.p, k);
+    const int was = place;
+    if (was == p) place = k;
+    if (was == k) place = p;
+    // The pivot row finishes U's row k; the rows below, their entry of L's column k.
+    const E l = place == k ? col : pinv.apply(col);
+    TINYLA_UNROLL
+    for (int j = 0; j < W; ++j) {
+      if (j == k && place >= k) row[j] = l;
+      if (j > k && j < n && place == k) row[j] = k > 0 ? my_row[j] - row[j] : my_row[j];
+    }
+    // U's row k to the rows below, which add its products to their sums.
+    TINYLA_UNROLL
+    for (int j = 1; j < W; ++j) {
+      if (j <= k || j >= n) continue;
+      const E u = shuffle_element<W>(blk, row[j], owner);
+      if (place > k) row[j] = k > 0 ? row[j] + l * u : l * u;
+    }
+    if ((k & 15) == 15) acc.normalize();
+  }
+  acc.normalize();
+  if constexpr (StoreFactors) {
+    blk.sync();  // every row of a read
+    if (mine) {
+      TINYLA_UNROLL
+      for (int j = 0; j < W; ++j)
+        if (j < n) a[place * n + j] = row[j];
+    }
+    blk.sync();
+  }
+  return info;
+}
+
 // Solves A x = rhs for one column, given team_factor's LU and pivots; element
 // i of the column is col[i * ld]. Same order of operations as solve() in lu.hpp.
 template <class E> TINYLA_HD void solve_column(int n, const E* lu, const int* piv, E* col, int64_t ld, bool singular) {
@@ -248,8 +362,9 @@ TINYLA_HD void inverse_row(int n, int i, const E* lu, const int* piv, E* row, in
 }
 
 // workspace: null when the matrices fit in shared memory (plan_launch), else
-// blocks() * teams matrices of global scratch.
-template <family F, class E, class Block>
+// blocks() * teams matrices of global scratch. W > 0: the LU by warp_factor,
+// team_size == W.
+template <family F, int W, class E, class Block>
 TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspace) {
   using L = lane_of<E>;
   using R = lane_real<L>;
@@ -272,15 +387,16 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     const bool active = b < jb.batch;
     // Inactive teams (past the batch's end) factor whatever their slot holds:
     // the barriers inside team_factor are block-wide.
-    if (active)
-      for (int64_t i = tm.rank; i < nn; i += team_size) lu[i] = a[b * nn + i];
+    if (active) copy_strided<4>(a + b * nn, lu, nn, tm.rank, team_size);
     if constexpr (F == family::solve) {
       const int count = int(min_of<int64_t>(teams, jb.batch - base));
       block_copy(blk, static_cast<const E*>(jb.b) + base * nx, x + base * nx, count * nx);
     }
     blk.sync();
     det_accum<E> acc;
-    const L info = team_factor(blk, tm, n, lu, piv, best_val, best_row, acc);
+    L info;
+    if constexpr (W > 0) info = warp_factor<W, F != family::determinant>(blk, tm.rank, n, lu, piv, acc);
+    else info = team_factor(blk, tm, n, lu, piv, best_val, best_row, acc);
     if (active) {
       if constexpr (F == family::inverse) {
         // Row i of the inverse, stored as column i when the transpose is asked

@@ -8,14 +8,21 @@
 //   registers (compile-time n, fully unrolled), loaded and stored by its thread
 //   (vector loads, all in flight at once; no shared memory).
 // - team: larger n. A team of threads per matrix; the matrix sits in shared
-//   memory (or in a global workspace when it does not fit), the threads
-//   exchange the pivot through shared memory; every elimination step is a
-//   column-parallel update, and the right-hand sides (identity columns for an
-//   inverse) are then solved one column per thread, straight in the output.
-// Both are grid-stride loops over the batch with 64-bit indices; no warp size
-// is assumed anywhere (every barrier is block-wide).
+//   memory (or in a global workspace when it does not fit). The LU either
+//   * in the registers of a warp team (n <= max_warp_width): W threads of one
+//     warp, a row each, the pivot and U's rows exchanged by shuffles, no
+//     barrier per step; or
+//   * in shared memory (any n, any team size): the threads exchange the pivot
+//     through shared memory, every elimination step a column-parallel update
+//     between block-wide barriers.
+//   The right-hand sides (identity columns for an inverse) are then solved one
+//   column per thread, straight in the output.
+// Both are grid-stride loops over the batch with 64-bit indices. No warp size
+// is assumed: a warp team's width divides 32 and 64, its shuffles stay within
+// it, and every barrier is block-wide.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <utility>
@@ -65,6 +72,10 @@ inline constexpr int per_thread_block[max_per_thread_n + 1] = {256, 256, 256, 12
 // Team kernel: threads per block to aim for, and at most this many threads
 // per team (larger n: each thread owns several rows and columns).
 inline constexpr int team_threads_target = 128;
+// Warp teams, by n: the narrowest width that holds n rows (the LU unrolled for
+// that width, n a run-time value up to it).
+inline constexpr int warp_widths[] = {16, 32};
+inline constexpr int max_warp_width = 32;
 inline constexpr int max_team_size = 128;
 // Largest blocks the plans make (the kernels' launch bounds: they let the
 // compilers give each thread the registers that block size leaves, e.g. up to
@@ -85,6 +96,7 @@ struct plan_options {
   int64_t shared_budget = 48 * 1024;
   int per_thread_up_to = max_per_thread_n;  // larger n (or past the register budget): the team kernel
   int per_thread_block = 0;                 // 0: from the table
+  int warp_team_up_to = max_warp_width;     // larger n (or a team_size given): the LU in shared memory
   int team_size = 0;                        // 0: min(n, max_team_size)
 };
 
@@ -92,6 +104,7 @@ struct launch_plan {
   bool per_thread = true;
   int block_threads = 1;  // threads per block
   int team_size = 1;      // team kernel: threads per matrix
+  int warp_width = 0;     // team kernel: its LU in the registers of a warp team this wide (0: in shared memory)
   int64_t blocks = 0;     // grid size (0: nothing to launch)
   int64_t shared_bytes = 0;
   int64_t workspace_bytes = 0;  // team kernel whose matrix does not fit in shared memory: global scratch
@@ -122,9 +135,26 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
     return p;
   }
   p.per_thread = false;
+  const int64_t matrix = n * n * eb;
+  if (o.team_size == 0 && n <= o.warp_team_up_to) {
+    for (int w : warp_widths)
+      if (n <= w) {
+        // Blocks of whole warps (32 threads: two 16-thread teams share one),
+        // the matrices in shared memory.
+        const int64_t per_team = team_layout<R>::up(team_layout<R>(w, n).scratch + matrix);
+        const int64_t per_warp = 32 / w;
+        const int64_t teams =
+            min_of<int64_t>(team_threads_target / w, o.shared_budget / per_team) / per_warp * per_warp;
+        if (teams == 0) break;
+        p.team_size = p.warp_width = w;
+        p.block_threads = int(teams) * w;
+        p.shared_bytes = teams * per_team;
+        p.blocks = min_of((jb.batch + teams - 1) / teams, max_grid_blocks);
+        return p;
+      }
+  }
   p.team_size = o.team_size > 0 ? o.team_size : int(min_of<int64_t>(n, max_team_size));
   const team_layout<R> layout(p.team_size, n);
-  const int64_t matrix = n * n * eb;
   const bool in_shared = layout.scratch + matrix <= o.shared_budget;
   const int64_t per_team = layout.up(in_shared ? layout.scratch + matrix : layout.scratch);
   int64_t teams = min_of<int64_t>(team_threads_target / p.team_size, o.shared_budget / per_team);
@@ -140,34 +170,56 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
 
 // ---- kernel entry points ------------------------------------------------------------
 // The device image (kernels.cu) exports one extern "C" kernel per family,
-// element type and per-thread n (or the team kernel), named
+// element type and variant:
 //   tinyla_<family>_<dtype>_<n>     per-thread kernel, n = 0..max_per_thread_n
-//   tinyla_<family>_<dtype>_team    team kernel
-// which the host (backend.cpp) looks up by name in the module it loads.
+//   tinyla_<family>_<dtype>_team    team kernel, the LU in shared memory
+//   tinyla_<family>_<dtype>_warp<W> team kernel, the LU in a warp team of width W
+// which the host (backend.cpp) looks up by name in the module it loads. A
+// variant as an int: n >= 0 for a per-thread kernel, team_variant, or
+// warp_variant(W).
 inline constexpr const char* family_names[] = {"determinant", "inverse", "solve"};
-inline constexpr int kernel_variants = max_per_thread_n + 2;  // n = 0..max_per_thread_n, then the team kernel
+inline constexpr int team_variant = -1;
+constexpr int warp_variant(int width) { return -width; }
+constexpr int warp_width_of(int variant) { return variant < team_variant ? -variant : 0; }
+constexpr int variant_of(const launch_plan& p, int64_t n) {
+  return p.per_thread ? int(n) : (p.warp_width > 0 ? warp_variant(p.warp_width) : team_variant);
+}
+inline constexpr int warp_width_count = int(sizeof warp_widths / sizeof warp_widths[0]);
+inline constexpr int kernel_variants = max_per_thread_n + 2 + warp_width_count;
+// Every variant: n = 0..max_per_thread_n, the team kernel, the warp teams.
+inline constexpr std::array<int, kernel_variants> all_variants = [] {
+  std::array<int, kernel_variants> v{};
+  for (int n = 0; n <= max_per_thread_n; ++n) v[n] = n;
+  v[max_per_thread_n + 1] = team_variant;
+  for (int i = 0; i < warp_width_count; ++i) v[max_per_thread_n + 2 + i] = warp_variant(warp_widths[i]);
+  return v;
+}();
 inline constexpr int kernel_count = dtype_count * 3 * kernel_variants;
-constexpr int kernel_index(dtype t, family f, int n /* < 0: team */) {
-  return (int(t) * 3 + int(f)) * kernel_variants + (n < 0 ? kernel_variants - 1 : n);
+constexpr int kernel_index(dtype t, family f, int variant) {
+  int slot = 0;
+  while (all_variants[slot] != variant) ++slot;
+  return (int(t) * 3 + int(f)) * kernel_variants + slot;
 }
 // The kernel's name in the device image (as above).
 struct kernel_name_buffer {
   char text[64];
 };
-inline kernel_name_buffer kernel_name(dtype t, family f, int n /* < 0: team */) {
+inline kernel_name_buffer kernel_name(dtype t, family f, int variant) {
   kernel_name_buffer name;
-  if (n < 0) std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_team", family_names[int(f)], dtype_name(t));
-  else std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_%d", family_names[int(f)], dtype_name(t), n);
+  const char *fam = family_names[int(f)], *dt = dtype_name(t);
+  if (variant >= 0) std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_%d", fam, dt, variant);
+  else if (variant == team_variant) std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_team", fam, dt);
+  else std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_warp%d", fam, dt, warp_width_of(variant));
   return name;
 }
 
-// Calls visit.template operator()<F, N>() for the job's kernel: its family,
-// and the compile-time n of the per-thread kernel (N = -1: the team kernel).
-// The GPU launcher and the host emulation in the tests both dispatch here.
+// Calls visit.template operator()<F, V>() for the job's kernel: its family and
+// variant V (above). The GPU launcher and the host emulation in the tests both
+// dispatch here.
 template <class E, class Visit> void dispatch_kernel(const job& jb, const launch_plan& plan, Visit&& visit) {
-  auto with_family = [&]<int N>() {
+  auto with_family = [&]<int V>() {
     auto kernel = [&]<family F>() {  // instantiates only the per-thread kernels plan_launch can pick
-      if constexpr (N < 0 || per_thread_fits<E>(F, N)) visit.template operator()<F, N>();
+      if constexpr (V < 0 || per_thread_fits<E>(F, V)) visit.template operator()<F, V>();
     };
     switch (family_of(jb.kind)) {
       case family::determinant: return kernel.template operator()<family::determinant>();
@@ -175,10 +227,10 @@ template <class E, class Visit> void dispatch_kernel(const job& jb, const launch
       case family::solve: return kernel.template operator()<family::solve>();
     }
   };
-  if (!plan.per_thread) return with_family.template operator()<-1>();
-  [&]<int... Ns>(std::integer_sequence<int, Ns...>) {
-    (void)((jb.n == Ns ? (with_family.template operator()<Ns>(), true) : false) || ...);
-  }(std::make_integer_sequence<int, max_per_thread_n + 1>{});
+  const int variant = variant_of(plan, jb.n);
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (void)((variant == all_variants[I] ? (with_family.template operator()<all_variants[I]>(), true) : false) || ...);
+  }(std::make_index_sequence<kernel_variants>{});
 }
 
 }  // namespace tinyla::TINYLA_KERNEL_NS

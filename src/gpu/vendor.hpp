@@ -26,6 +26,21 @@ __device__ inline void gpuSyncThreads() {
   __builtin_amdgcn_s_barrier();
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
+// v of lane src of this thread's aligned group of `width` lanes (a power of 2
+// up to 32): ds_bpermute, which __shfl is in the HIP headers, on 32-bit words.
+__device__ inline int gpuShuffleWord(int v, int src, int width) {
+  const int lane = int(__builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u)));
+  return __builtin_amdgcn_ds_bpermute(((lane & ~(width - 1)) + src) * 4, v);
+}
+template <class T> __device__ inline T gpuShuffle(T v, int src, int width) {
+  static_assert(sizeof(T) % 4 == 0);
+  struct words {
+    int w[sizeof(T) / 4];
+  };
+  words x = __builtin_bit_cast(words, v);
+  for (int i = 0; i < int(sizeof(T) / 4); ++i) x.w[i] = gpuShuffleWord(x.w[i], src, width);
+  return __builtin_bit_cast(T, x);
+}
 #endif
 
 #else
@@ -37,6 +52,15 @@ __device__ inline void gpuSyncThreads() {
 #define TINYLA_GPU_PLATFORM "cuda"
 #define TINYLA_GPU_NAME(x) cuda##x
 #define gpuSyncThreads __syncthreads
+#if defined(__CUDACC__)
+// v of lane src of this thread's aligned group of `width` lanes (a power of 2
+// up to 32), the group's lanes named in the mask: a block may end in a partial warp.
+template <class T> __device__ inline T gpuShuffle(T v, int src, int width) {
+  const unsigned lane = threadIdx.x % 32u;
+  const unsigned group = width == 32 ? ~0u : ((1u << width) - 1u) << (lane & ~unsigned(width - 1));
+  return __shfl_sync(group, v, src, width);
+}
+#endif
 #endif
 
 using gpuStream_t = TINYLA_GPU_NAME(Stream_t);

@@ -208,9 +208,10 @@ template <class E> TINYLA_HD E dot_product(int k, const E* x, long long xs, cons
 // A becomes L (strictly below the diagonal, unit diagonal implied) and U; B
 // becomes L^-1 P B. Multiplies det(A) into acc; returns info. pivots (if not
 // null) receives the row swapped with row k at step k.
-// The one other form of this elimination: team_factor in src/gpu/kernels.hpp,
-// the same operations in the same order spread over a team of GPU threads
-// (one column update per thread per step). Change both together: the GpuKernels
+// The other forms of this elimination: team_factor and warp_factor in
+// src/gpu/kernels.hpp, the same operations in the same order spread over a
+// team of GPU threads (one column update per thread per step; one row per
+// thread, each entry keeping its sum). Change them together: the GpuKernels
 // tests compare their bits with this one's.
 template <class S, class E, class Acc>
 TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, Acc& acc, lane_of<E>* pivots = nullptr) {

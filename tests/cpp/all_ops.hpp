@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "cpu/dispatch.hpp"
@@ -30,8 +31,15 @@ inline tinyla_status run_on_cpu(tinyla::dtype t, const tinyla::job& jb) {
   return tinyla::cpu::execute(t, jb) ? TINYLA_OK : TINYLA_OUT_OF_MEMORY;
 }
 
-// Runs every op over a batch mixing random, singular, NaN, subnormal-pivot and
-// scaled matrices; returns all outputs as bytes. run(dtype, job) -> status.
+// A random entry (parts in [-1, 1]) as halves in [-2, 2].
+template <class T> T rounded_to_halves(T v) {
+  const auto r = [](real_t<T> x) { return std::round(4 * x) / 2; };
+  if constexpr (is_complex<T>) return T(r(v.real()), r(v.imag()));
+  else return r(v);
+}
+
+// Runs every op over a batch mixing random, singular, NaN, subnormal-pivot,
+// scaled and tied-pivot matrices; returns all outputs as bytes. run(dtype, job) -> status.
 template <class T, class Runner = decltype(&run_on_cpu)>
 std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_on_cpu) {
   using R = real_t<T>;
@@ -50,7 +58,9 @@ std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_o
       case 3:
         for (int i = 0; i < n * n; ++i) m[i] *= big_scale<T>();
         break;
-      default: break;
+      default:  // halves in [-2, 2]: pivot candidates of equal magnitude (the first must win)
+        for (int i = 0; i < n * n; ++i) m[i] = rounded_to_halves(m[i]);
+        break;
     }
   }
   const int64_t wide = 2 * n + 1;  // a second right-hand side: more columns than a team has threads

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -58,6 +59,63 @@ void unpoison(void*, size_t) {}
   std::abort();
 }
 
+// A fiber's saved context: start() makes one that calls entry on the given
+// stack, swap() saves the running one in `from` and resumes `to`. On x86-64 a
+// stack pointer, switched by pushing and popping the callee-saved registers:
+// glibc's swapcontext also saves the signal mask, a system call that made a
+// switch cost 1 us here, most of the warp kernels' emulation (a shuffle is a
+// barrier). Elsewhere ucontext.
+#if defined(__x86_64__)
+// Not .globl: each translation unit that includes it has its own copy.
+asm(R"(
+  .text
+  .p2align 4
+  .type gpu_emulation_switch, @function
+gpu_emulation_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size gpu_emulation_switch, .-gpu_emulation_switch
+)");
+extern "C" void gpu_emulation_switch(void** save_sp, void* resume_sp);
+struct context {
+  void* sp = nullptr;
+};
+void start(context& c, char* stack, size_t bytes, void (*entry)()) {
+  auto** top = reinterpret_cast<void**>(reinterpret_cast<uintptr_t>(stack + bytes) & ~uintptr_t(15));
+  *--top = nullptr;                              // entry's return address: it never returns
+  *--top = reinterpret_cast<void*>(entry);       // where the first switch returns to
+  for (int i = 0; i < 6; ++i) *--top = nullptr;  // the six registers it pops
+  c.sp = top;
+}
+void swap(context& from, context& to) { gpu_emulation_switch(&from.sp, to.sp); }
+#else
+struct context {
+  ucontext_t uc{};
+};
+void start(context& c, char* stack, size_t bytes, void (*entry)()) {
+  if (getcontext(&c.uc) != 0) fail("getcontext failed");
+  c.uc.uc_stack = {.ss_sp = stack, .ss_flags = 0, .ss_size = bytes};
+  c.uc.uc_link = nullptr;  // fibers never return from entry(): they switch back
+  makecontext(&c.uc, entry, 0);
+}
+void swap(context& from, context& to) {
+  if (swapcontext(&from.uc, &to.uc) != 0) fail("swapcontext failed");
+}
+#endif
+
 class fiber_block;
 
 struct host_block {
@@ -70,10 +128,11 @@ struct host_block {
   int64_t block() const { return bid; }
   int64_t blocks() const { return nblocks; }
   void sync();
+  template <class T> T shuffle(T v, int src, int width);
   void* shared() const { return smem; }
 };
 
-// One block's GPU threads as fibers (ucontext) on the calling host thread. A
+// One block's GPU threads as fibers on the calling host thread. A
 // thread runs until it reaches sync() or returns; a barrier interval ends when
 // every thread has reached the barrier. The threads of an interval run in an
 // order that changes from one interval to the next (ascending, descending,
@@ -86,7 +145,10 @@ class fiber_block {
  public:
   using body_fn = void (*)(void* body, host_block& blk);
 
-  explicit fiber_block(int threads) : fibers_(size_t(threads)), order_(size_t(threads)) {
+  explicit fiber_block(int threads)
+      : fibers_(size_t(threads)),
+        order_(size_t(threads)),
+        slots_{std::vector<slot>(size_t(threads)), std::vector<slot>(size_t(threads))} {
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
     stride_ = stack_bytes + page;
     void* m =
@@ -106,13 +168,10 @@ class fiber_block {
     for (int t = 0; t < threads; ++t) {
       fiber& f = fibers_[size_t(t)];
       f.blk = host_block{t, threads, bid, nblocks, this, smem};
-      f.fn = fn, f.body = body, f.state = phase::running;
+      f.fn = fn, f.body = body, f.state = phase::running, f.shuffles = 0;
       char* stack = this->stack(t);
       unpoison(stack, stack_bytes);  // a previous block's frames may be left poisoned
-      if (getcontext(&f.ctx) != 0) fail("getcontext failed");
-      f.ctx.uc_stack = {.ss_sp = stack, .ss_flags = 0, .ss_size = stack_bytes};
-      f.ctx.uc_link = nullptr;  // fibers never return from entry(): they switch back
-      makecontext(&f.ctx, &entry, 0);
+      start(f.ctx, stack, stack_bytes, &entry);
     }
     for (uint64_t interval = 0;; ++interval) {
       arrange(interval, bid);
@@ -121,7 +180,7 @@ class fiber_block {
         current_ = &fibers_[size_t(t)];
         void* fake = nullptr;
         start_switch(&fake, stack(t), stack_bytes);
-        if (swapcontext(&main_, &current_->ctx) != 0) fail("swapcontext failed");
+        swap(main_, current_->ctx);
         finish_switch(fake, nullptr, nullptr);
         at_barrier += current_->state == phase::at_barrier;
       }
@@ -137,17 +196,32 @@ class fiber_block {
     f.state = phase::running;
   }
 
+  // A shuffle: v into this thread's slot, a barrier, then thread from's slot.
+  // Two sets of slots, alternate shuffles in each: a thread writes its next
+  // value only after the next barrier, when every thread has read this one.
+  template <class T> T shuffle(int tid, T v, int from) {
+    static_assert(sizeof(T) <= sizeof(slot));
+    fiber& f = *current_;
+    slot* slots = slots_[f.shuffles++ % 2].data();
+    std::memcpy(&slots[tid], &v, sizeof v);
+    sync();
+    std::memcpy(&v, &slots[from], sizeof v);
+    return v;
+  }
+
  private:
   static constexpr size_t stack_bytes = size_t(256) << 10;
   enum class phase { running, at_barrier, done };
   struct fiber {
-    ucontext_t ctx;
+    context ctx;
     host_block blk;
     body_fn fn;
     void* body;
     phase state;
     void* fake_stack;
+    unsigned shuffles;  // made so far: picks the set of slots
   };
+  using slot = std::uint64_t;
 
   char* stack(int t) const { return stacks_ + stride_ * size_t(t) + (stride_ - stack_bytes); }
 
@@ -162,7 +236,7 @@ class fiber_block {
   // it finished (ASan frees its fake stack).
   void switch_to_main(void** fake_stack) {
     start_switch(fake_stack, main_bottom_, main_size_);
-    if (swapcontext(&current_->ctx, &main_) != 0) fail("swapcontext failed");
+    swap(current_->ctx, main_);
     finish_switch(fake_stack ? *fake_stack : nullptr, &main_bottom_, &main_size_);
   }
 
@@ -178,9 +252,10 @@ class fiber_block {
 
   std::vector<fiber> fibers_;
   std::vector<int> order_;
+  std::vector<slot> slots_[2];
   char* stacks_ = nullptr;
   size_t stride_ = 0;
-  ucontext_t main_{};
+  context main_;
   const void* main_bottom_ = nullptr;
   size_t main_size_ = 0;
   static thread_local fiber* current_;
@@ -190,6 +265,13 @@ thread_local fiber_block::fiber* fiber_block::current_ = nullptr;
 void host_block::sync() {
   if (!team) fail("sync() in a per-thread kernel");
   team->sync();
+}
+
+template <class T> T host_block::shuffle(T v, int src, int width) {
+  if (!team) fail("shuffle() in a per-thread kernel");
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0 || src < 0 || src >= width || nthreads % width != 0)
+    fail("shuffle() outside an aligned group of a power-of-2 threads up to 32");
+  return team->shuffle(tid, v, (tid & ~(width - 1)) + src);
 }
 
 // Runs body(block) for every thread of `blocks` blocks, one block at a time,
@@ -221,13 +303,14 @@ template <class T> tinyla_status run(const tinyla::job& jb, int64_t max_blocks, 
   if (plan.blocks == 0) return TINYLA_OK;
   std::vector<E> workspace(size_t(plan.workspace_bytes) / sizeof(E));
   const int64_t blocks = std::min(plan.blocks, max_blocks);
-  kern::dispatch_kernel<E>(jb, plan, [&]<kern::family F, int N>() {
-    if constexpr (N >= 0) {
+  kern::dispatch_kernel<E>(jb, plan, [&]<kern::family F, int V>() {
+    if constexpr (V >= 0) {
       run_grid_one_thread_at_a_time(blocks, plan.block_threads,
-                                    [&](host_block& blk) { kern::per_thread_kernel<F, N, E>(blk, jb); });
+                                    [&](host_block& blk) { kern::per_thread_kernel<F, V, E>(blk, jb); });
     } else {
       run_grid(blocks, plan.block_threads, plan.shared_bytes, [&](host_block& blk) {
-        kern::team_kernel<F, E>(blk, jb, plan.team_size, workspace.empty() ? nullptr : workspace.data());
+        kern::team_kernel<F, kern::warp_width_of(V), E>(blk, jb, plan.team_size,
+                                                        workspace.empty() ? nullptr : workspace.data());
       });
     }
   });

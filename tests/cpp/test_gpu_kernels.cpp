@@ -40,6 +40,12 @@ TYPED_TEST(GpuKernels, PlansRespectLaunchBoundsAndBudgets) {
         SCOPED_TRACE("op " + std::to_string(int(kind)) + " n=" + std::to_string(n) + " batch=" + std::to_string(batch));
         EXPECT_LE(p.block_threads, p.per_thread ? kern::max_per_thread_block : kern::max_team_block);
         EXPECT_GE(p.block_threads, p.per_thread ? 32 : p.team_size);
+        if (p.warp_width > 0) {  // whole warps of whole teams, each holding the matrix's rows
+          EXPECT_EQ(p.team_size, p.warp_width);
+          EXPECT_LE(n, p.warp_width);
+          EXPECT_EQ(p.block_threads % 32, 0);
+          EXPECT_EQ(p.workspace_bytes, 0);
+        }
         EXPECT_LE(p.shared_bytes, kern::plan_options{}.shared_budget);
         EXPECT_GE(p.blocks, 1);
         EXPECT_LE(p.blocks, kern::max_grid_blocks);
@@ -99,14 +105,34 @@ TYPED_TEST(GpuKernels, PerThreadKernelAsPlannedMatchesCpu) {
   }
 }
 
-// Team kernel as planned past the per-thread sizes, up to the end of the
-// CPU's fast path (the same LU there, so the bits must agree). The kernel's n
-// is a run-time value: a few sizes cover its loops.
+// Team kernels as planned past the per-thread sizes, up to the end of the
+// CPU's fast path (the same LU there, so the bits must agree): the warp teams,
+// and the LU in shared memory. Their n is a run-time value: a few sizes cover
+// their loops.
 TYPED_TEST(GpuKernels, TeamKernelMatchesCpuBitForBit) {
   using T = TypeParam;
   for (int n : {kern::max_per_thread_n + 1, 16, 32}) {
     SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
-    EXPECT_TRUE(run_all_ops<T>(n, 26, emulated_gpu<T>(2)) == run_all_ops<T>(n, 26));
+    const tinyla::job probe{.kind = tinyla::op::slogdet, .batch = 1, .n = n};
+    ASSERT_EQ(kern::plan_launch<element_of<T>>(probe).warp_width, n <= 16 ? 16 : 32);
+    const auto expected = run_all_ops<T>(n, 26);
+    EXPECT_TRUE(run_all_ops<T>(n, 26, emulated_gpu<T>(2)) == expected);
+    const kern::plan_options o{.warp_team_up_to = 0};
+    ASSERT_EQ(kern::plan_launch<element_of<T>>(probe, o).warp_width, 0);
+    EXPECT_TRUE(run_all_ops<T>(n, 26, emulated_gpu<T>(2, o)) == expected) << "the LU in shared memory";
+  }
+}
+
+// The warp teams at sizes the per-thread kernel would take, and at either end
+// of each width: rows past n idle in the shuffles.
+TYPED_TEST(GpuKernels, WarpTeamAnySizeMatchesCpu) {
+  using T = TypeParam;
+  for (int n : {3, 7, 15, 17, 31}) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const kern::plan_options o{.per_thread_up_to = 2};
+    const tinyla::job probe{.kind = tinyla::op::slogdet, .batch = 1, .n = n};
+    ASSERT_GT(kern::plan_launch<element_of<T>>(probe, o).warp_width, 0);
+    EXPECT_TRUE(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o)) == run_all_ops<T>(n, 23));
   }
 }
 

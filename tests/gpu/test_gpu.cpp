@@ -164,7 +164,7 @@ template <class T> void every_op_on_the_stand_in(int64_t n, void* stream, std::s
       const auto plan = kern::plan_launch<kern_element<T>>(jb);
       SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " op=" + std::to_string(int(kind)) +
                    (transposed ? " transposed" : "") + (plan.per_thread ? " per-thread" : " team"));
-      kernels.insert(kern::kernel_index(tinyla::dtype_of<T>, kern::family_of(kind), plan.per_thread ? int(n) : -1));
+      kernels.insert(kern::kernel_index(tinyla::dtype_of<T>, kern::family_of(kind), kern::variant_of(plan, n)));
       auto before = stand_in::counts();  // empty (all 0) before the driver loads
       ASSERT_EQ(submit<T>(jb, stream), TINYLA_OK) << tinyla_gpu_last_error();
       auto after = stand_in::counts();
@@ -182,8 +182,9 @@ TEST(StandIn, EveryPlannedKernelIsInTheImageAndEachCallIsOneLaunch) {
   ASSERT_NE(stand_in_path(), "") << "ctest runs this with TINYLA_GPU_DRIVER=<the stand-in driver>";
   std::set<int> kernels;
   // Every per-thread n, the team kernel in shared memory, and (n = 100 in
-  // float64 and complex: past the shared-memory budget) with a workspace.
-  for (int64_t n : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 100}) {
+  // float64 and complex: past the shared-memory budget) with a workspace, and
+  // both warp teams.
+  for (int64_t n : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 32, 33, 100}) {
     every_op_on_the_stand_in<float>(n, nullptr, kernels);
     every_op_on_the_stand_in<double>(n, nullptr, kernels);
     every_op_on_the_stand_in<std::complex<float>>(n, nullptr, kernels);
