@@ -29,8 +29,11 @@ function(tinyla_gpu_backend name platform image kind)
   set(image_source "${CMAKE_CURRENT_BINARY_DIR}/${name}_image.cpp")
   configure_file(${PROJECT_SOURCE_DIR}/src/gpu/image.cpp.in "${image_source}" @ONLY)
   set_source_files_properties("${image_source}" PROPERTIES OBJECT_DEPENDS "${image}")
-  set_source_files_properties("${image}" PROPERTIES HEADER_FILE_ONLY ON GENERATED ON)
-  add_library(${name} SHARED src/gpu/backend.cpp "${image_source}" "${image}" $<TARGET_OBJECTS:tinyla_runtime>)
+  # The image as a target of its own, which depends on nothing else: scripts/test
+  # builds it alone, while the Python package installs.
+  add_custom_target(${name}_image DEPENDS "${image}")
+  add_library(${name} SHARED src/gpu/backend.cpp "${image_source}" $<TARGET_OBJECTS:tinyla_runtime>)
+  add_dependencies(${name} ${name}_image)
   target_compile_definitions(${name} PRIVATE ${tinyla_gpu_defs} TINYLA_GPU_PLATFORM_NAME="${platform}")
   target_compile_options(${name} PRIVATE -Wall -Wextra)
   target_link_libraries(${name} PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)

@@ -72,8 +72,8 @@ inline constexpr int per_thread_block[max_per_thread_n + 1] = {256, 256, 256, 12
 // Team kernel: threads per block to aim for, and at most this many threads
 // per team (larger n: each thread owns several rows and columns).
 inline constexpr int team_threads_target = 128;
-// Warp teams, by n: the narrowest width that holds n rows (the LU unrolled for
-// that width, n a run-time value up to it).
+// Warp teams, by n: the narrowest width that holds n rows (each thread's row
+// an array of that width, n a run-time value up to it).
 inline constexpr int warp_widths[] = {16, 32};
 inline constexpr int max_warp_width = 32;
 inline constexpr int max_team_size = 128;
