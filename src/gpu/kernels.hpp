@@ -38,13 +38,6 @@ template <class E> TINYLA_HD void store_outputs(const job& jb, int64_t b, const 
   if (jb.info) jb.info[b] = std::int32_t(info);
 }
 
-// Copies count elements src -> dst, the block's threads striding together
-// (coalesced). src == dst (in-place solve) is a no-op copy.
-template <class E, class Block> TINYLA_HD void block_copy(Block& blk, const E* src, E* dst, int64_t count) {
-  if (src == dst) return;
-  for (int64_t i = blk.thread(); i < count; i += blk.threads()) dst[i] = src[i];
-}
-
 // dst[i] = src[i] for i = first, first + stride, ... < count, Loads loads
 // issued before their stores (in flight at once: one at a time left the team
 // kernels bound by memory latency).
@@ -389,8 +382,12 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     // the barriers inside team_factor are block-wide.
     if (active) copy_strided<4>(a + b * nn, lu, nn, tm.rank, team_size);
     if constexpr (F == family::solve) {
+      // The block's right-hand sides into x, its threads striding together (coalesced);
+      // an in-place solve (b == x) has nothing to copy.
       const int count = int(min_of<int64_t>(teams, jb.batch - base));
-      block_copy(blk, static_cast<const E*>(jb.b) + base * nx, x + base * nx, count * nx);
+      if (jb.b != jb.x)
+        copy_strided<4>(static_cast<const E*>(jb.b) + base * nx, x + base * nx, count * nx, blk.thread(),
+                        blk.threads());
     }
     blk.sync();
     det_accum<E> acc;
