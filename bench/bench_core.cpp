@@ -64,44 +64,63 @@ std::vector<double> best_times(const std::vector<std::function<void()>>& fns) {
 }
 double best_time(const std::function<void()>& fn) { return best_times({fn})[0]; }
 
-// The FMA peak of one core at the vector width of tinyla's backend, measured: 12
-// independent chains of vector FMAs (more than latency x pipes on current x86
-// and Arm cores), lanes the compiler cannot prove equal (else it computes one).
-// Flops per second, an FMA counting 2.
-template <int Bytes> double fma_peak_flops() {
+// Vector FMAs at the vector width of tinyla's backend, as fast as one core runs them:
+// 12 independent chains (more than latency x pipes on current x86 and Arm cores), lanes
+// the compiler cannot prove equal (else it computes one). Returns the flops done (an
+// FMA counting 2).
+template <int Bytes> double fma_chains(long iters) {
   typedef double V __attribute__((vector_size(Bytes)));  // (a `using` alias would drop the attribute)
   constexpr int lanes = Bytes / 8, chains = 12;
-  const long iters = quick ? 1 << 20 : 1 << 23;
-  double seconds = best_time([&] {
-    double ramp[lanes];
-    for (int l = 0; l < lanes; ++l) ramp[l] = l * 1e-9;
-    asm("" : "+m"(ramp));
-    V step, acc[chains];
-    std::memcpy(&step, ramp, sizeof step);
-    for (int i = 0; i < chains; ++i) acc[i] = step + (1.0 + i * 1e-3);
-    const V m = step + 0.999999, c = step + 1e-6;
-    for (long it = 0; it < iters; ++it)
-      for (int i = 0; i < chains; ++i) acc[i] = acc[i] * m + c;  // one FMA each (-ffp-contract=fast, GCC's default)
-    double sum = 0;
-    for (int i = 0; i < chains; ++i) {
-      double parts[lanes];
-      std::memcpy(parts, &acc[i], sizeof parts);
-      for (double part : parts) sum += part;
-    }
-    static volatile double sink;
-    sink = sum;
-  });
-  return 2.0 * lanes * chains * double(iters) / seconds;
+  double ramp[lanes];
+  for (int l = 0; l < lanes; ++l) ramp[l] = l * 1e-9;
+  asm("" : "+m"(ramp));
+  V step, acc[chains];
+  std::memcpy(&step, ramp, sizeof step);
+  for (int i = 0; i < chains; ++i) acc[i] = step + (1.0 + i * 1e-3);
+  const V m = step + 0.999999, c = step + 1e-6;
+  for (long it = 0; it < iters; ++it)
+    for (int i = 0; i < chains; ++i) acc[i] = acc[i] * m + c;  // one FMA each (-ffp-contract=fast, GCC's default)
+  double sum = 0;
+  for (int i = 0; i < chains; ++i) {
+    double parts[lanes];
+    std::memcpy(parts, &acc[i], sizeof parts);
+    for (double part : parts) sum += part;
+  }
+  static volatile double sink;
+  sink = sum;
+  return 2.0 * lanes * chains * double(iters);
 }
-double backend_fma_peak(const std::string& backend) {
+double backend_fma_chains(const std::string& backend, long iters) {
 #if defined(__AVX512F__)
-  if (backend == "avx512") return fma_peak_flops<64>();
+  if (backend == "avx512") return fma_chains<64>(iters);
 #endif
 #if defined(__AVX2__)
-  if (backend == "avx2") return fma_peak_flops<32>();
+  if (backend == "avx2") return fma_chains<32>(iters);
 #endif
-  if (backend == "scalar") return fma_peak_flops<8>();
-  return fma_peak_flops<16>();
+  if (backend == "scalar") return fma_chains<8>(iters);
+  return fma_chains<16>(iters);
+}
+long fma_iterations() { return quick ? 1 << 20 : 1 << 23; }
+// The FMA peak of one core (flops per second) at the backend's vector width, measured.
+double backend_fma_peak(const std::string& backend) {
+  double flops = 0;
+  const double seconds = best_time([&] { flops = backend_fma_chains(backend, fma_iterations()); });
+  return flops / seconds;
+}
+
+// What this machine gives `threads` threads at once over one, for work they share
+// nothing in: each runs `work` (the same amount); speedup = threads x t(1) / t(threads).
+// On a shared or virtual machine it is below `threads`: the ceiling for tinyla's own
+// speedup on the same threads, measured beside it.
+double machine_speedup(int threads, const std::function<void(int)>& work) {
+  const auto t = best_times({[&] { work(0); },
+                             [&] {
+                               std::vector<std::thread> others;
+                               for (int i = 1; i < threads; ++i) others.emplace_back(work, i);
+                               work(0);
+                               for (auto& other : others) other.join();
+                             }});
+  return threads * t[0] / t[1];
 }
 
 template <class T> struct lapack;
@@ -364,22 +383,36 @@ template <class T, int... Ns> void eigen_dispatch(int n, kind k, int64_t batch, 
   ((n == Ns ? eigen_loop<T, Ns>(k, batch, a, rhs, out, out2) : void()), ...);
 }
 
-// Copy bandwidth (read + write, bytes per second) of a working set of `bytes`, one
-// thread: a vectorized loop, not memcpy (glibc's rep movsb took 39 us for 64 KiB on a
-// Zen 3 guest, 3 us for 128 KiB). The + 0.0 keeps GCC from calling memcpy for it.
+// A vectorized copy loop, not memcpy (glibc's rep movsb took 39 us for 64 KiB on a Zen 3
+// guest, 3 us for 128 KiB). The + 0.0 keeps GCC from calling memcpy for it.
+void copy_doubles(const double* __restrict src, double* __restrict dst, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] = src[i] + 0.0;
+}
+
+// Copy bandwidth (read + write, bytes per second) of a working set of `bytes`, one thread.
 double copy_bandwidth(size_t bytes) {
   static std::map<size_t, double> measured;
   auto [it, fresh] = measured.try_emplace(bytes, 0.0);
   if (fresh) {
     const size_t count = bytes / 2 / sizeof(double);
     std::vector<double> src(count, 1.0), dst(count);
-    it->second = double(bytes) / best_time([&] {
-                   const double* __restrict s = src.data();
-                   double* __restrict d = dst.data();
-                   for (size_t i = 0; i < count; ++i) d[i] = s[i] + 0.0;
-                 });
+    it->second = double(bytes) / best_time([&] { copy_doubles(src.data(), dst.data(), count); });
   }
   return it->second;
+}
+
+// The machine's own speedup on `threads` threads (machine_speedup) for the FMA loop and
+// for copying 8 MiB each (working sets as bench's 8 MiB input), printed beside tinyla's.
+void print_machine_speedup(const std::string& backend, int threads, const char* when) {
+  if (threads < 2) return;
+  const double fma = machine_speedup(threads, [&](int) { backend_fma_chains(backend, fma_iterations() / 4); });
+  const size_t count = (8 << 20) / 2 / sizeof(double);
+  std::vector<std::vector<double>> src(threads, std::vector<double>(count, 1.0)), dst(threads, src[0]);
+  const double copy = machine_speedup(threads, [&](int i) { copy_doubles(src[i].data(), dst[i].data(), count); });
+  std::printf(
+      "this machine's own speedup on %d threads over 1 (%s; the ceiling of tinyla's): FMA loop %.2fx, "
+      "copy of 8 MiB each %.2fx\n",
+      threads, when, fma, copy);
 }
 
 // One op at one n on a batch of random matrices whose input takes `input_bytes`.
@@ -513,8 +546,11 @@ int main(int argc, char** argv) {
   std::printf(
       "memory floor = input read + output written at the copy bandwidth of that working set; FMA peak share of "
       "LAPACK's operation counts (getrf 2n^3/3, getri 4n^3/3, getrs 2n^2 nrhs)\n");
+  print_machine_speedup(backend, tinyla_get_num_threads(), "before the tables");
   run_dtype<double>("float64", input_mib * (1 << 20));
   run_dtype<float>("float32", input_mib * (1 << 20));
+  std::printf("\n");
+  print_machine_speedup(backend, tinyla_get_num_threads(), "after them");
   run_cache_sweep<double>("float64");
   return 0;
 }
