@@ -130,7 +130,7 @@ TYPED_TEST(LogDetLaplacian, ZeroRowsGiveDenseBitsEverywhere) {
   using T = TypeParam;
   using R = real_t<T>;
   int compared = 0;
-  for (int n : {0, 1, 3, 4, 8, 11, 32, 33}) {
+  for (int n : {0, 1, 3, 4, 8, 11, 33}) {
     const int k = n <= 11 ? 2 * n + 1 : n / 2 + 1;
     auto o = make_operands<T>(n <= 8 ? 1601 : 130, n, k, 7 * n + 1);  // more than one thread's chunk
     if (n > 0) {
