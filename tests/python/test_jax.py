@@ -29,7 +29,9 @@ def test_forward_matches_jnp(dtype, n):
     a = random_matrices((2, 3, n, n), dtype, seed=n)
     b = random_matrices((2, 3, n, 2), dtype, seed=n + 1)
     tol = 8 * (n + 1)
-    for jit in (False, True):
+    # Eager calls lower the same custom calls as jit'ed ones: both at the edge, the closed forms and
+    # the first kernel size; jit'ed only above (as models call them).
+    for jit in (False, True) if n <= 3 else (True,):
         wrap = jax.jit if jit else (lambda f: f)
         s, l = wrap(tlj.slogdet)(a)
         rs, rl = jnp.linalg.slogdet(wide(a))
