@@ -1,5 +1,5 @@
 // gpu_emulation::run for one element type, GPU_EMULATION_TYPE (an index into
-// `types`): the kernel bodies, their launch plan (src/gpu/kernels.hpp) and the
+// element_types): the kernel bodies, their launch plan (src/gpu/kernels.hpp) and the
 // grid-stride loops are the code the CUDA/HIP build compiles, run on a grid
 // that may be smaller than the batch so that every block strides.
 #include "gpu_emulation.hpp"
@@ -317,8 +317,7 @@ template <class T> tinyla_status run(const tinyla::job& jb, int64_t max_blocks, 
   return TINYLA_OK;
 }
 
-using types = std::tuple<float, double, std::complex<float>, std::complex<double>>;
-template tinyla_status run<std::tuple_element_t<GPU_EMULATION_TYPE, types>>(const tinyla::job&, int64_t,
-                                                                            kern::plan_options);
+template tinyla_status run<std::tuple_element_t<GPU_EMULATION_TYPE, element_types>>(const tinyla::job&, int64_t,
+                                                                                    kern::plan_options);
 
 }  // namespace gpu_emulation

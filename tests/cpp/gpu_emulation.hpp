@@ -3,12 +3,17 @@
 // buffer (gpu_emulation.cpp).
 #pragma once
 
+#include <complex>
 #include <cstdint>
+#include <tuple>
 
 #include "gpu/plan.hpp"
 #include "job.hpp"
 
 namespace gpu_emulation {
+
+// The element types, indexed as the build names them (GPU_EMULATION_TYPE, TINYLA_EMULATED_TYPES).
+using element_types = std::tuple<float, double, std::complex<float>, std::complex<double>>;
 
 // Runs job jb as the GPU backend would launch it for element type T (planned with
 // `options`), on at most max_blocks blocks. Defined for float, double and their

@@ -25,7 +25,10 @@ template <class T> class GpuKernels : public ::testing::Test {
   void TearDown() override { tinyla::cpu::select_backend(best_); }
   const char* best_ = tinyla_cpu_backend();
 };
-using Types = ::testing::Types<float, double, std::complex<float>, std::complex<double>>;
+// The element types this build emulates (tests/cpp/CMakeLists.txt: TINYLA_EMULATED_TYPES).
+template <std::size_t... I> using emulated_types =
+    ::testing::Types<std::tuple_element_t<I, gpu_emulation::element_types>...>;
+using Types = emulated_types<TINYLA_EMULATED_TYPES>;
 TYPED_TEST_SUITE(GpuKernels, Types);
 
 // Every plan the launcher can make stays within the kernels' launch bounds and
