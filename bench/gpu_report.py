@@ -13,7 +13,7 @@ of a CMake build folder) and the launch plans (tinyla_gpu_plans, built from src/
   bandwidth the loads in flight can draw by Little's law: resident threads x loads in flight x
   bytes per load / memory latency, per SM or CU), and for the team kernel (the shared-memory
   operands of its dot products) / (shared-memory bandwidth) and (its inverse's and solves'
-  accesses to global memory, counted by sector) / (L1 bandwidth, taken as shared memory's).
+  accesses to global memory) / (L1 bandwidth, taken as shared memory's).
 The prediction is an optimistic bound from static facts, not a timing: scripts/gpu-check prints
 measured times beside it on a GPU (--measured).
 
@@ -283,15 +283,17 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         fmas = flops / 2 / (1 if plan.dtype.startswith("f") else 4)  # of the element type
         lu_fmas = fmas if plan.op == "slogdet" else fmas / 3
         lu_operands = 1 if "_warp" in plan.kernel else 2
-        times["shared memory"] = batch * (lu_operands * lu_fmas + (fmas - lu_fmas)) * e / g.shared_bytes_per_s
-        # The inverse (a row per thread) and the solves (a column per thread) work in global
-        # memory, about n^2 accesses per row or column, counted at L1 speed (optimistic): a
-        # whole 32-byte sector each where a team's threads touch different rows of the output
-        # (inv), the element where they touch consecutive ones (A^-T's rows are its columns).
+        # inv transposes A^-T through shared memory: n^2 elements written there and read back.
+        transposed = 2 * plan.n ** 2 if plan.op == "inv" else 0
+        times["shared memory"] = (batch * (lu_operands * lu_fmas + (fmas - lu_fmas) + transposed) * e /
+                                  g.shared_bytes_per_s)
+        # The inverse (a row per thread, stored as a column of A^-T) and the solves (a column
+        # per thread) work in global memory, about n^2 accesses per row or column, counted at
+        # L1 speed (optimistic): the element each, as a team's threads touch consecutive ones;
+        # inv then reads A^-T back and writes A^-1 (2 n^2 more).
         if plan.op != "slogdet":
             vectors = plan.n if plan.op != "solve" else 1
-            access = max(32, e) if plan.op == "inv" else e
-            times["solve in L1"] = batch * vectors * plan.n ** 2 * access / g.shared_bytes_per_s
+            times["solve in L1"] = batch * (vectors * plan.n ** 2 + transposed) * e / g.shared_bytes_per_s
     bound = max(times, key=times.get)
     seconds = times[bound]
     return Prediction(resident, limit, filled, seconds, bound, batch * (read + write) / seconds / g.hbm_bytes_per_s)
@@ -416,7 +418,7 @@ def main() -> int:
               f"registers; predicted time = max(bytes / HBM, flops / FP64 peak, bytes read / Little's-law "
               f"bandwidth of the loads in flight (latency {H100.latency_s * 1e9:.0f} ns on H100, "
               f"{MI300X.latency_s * 1e9:.0f} ns on MI300X, assumed); team kernel: also shared-memory operands / "
-              f"shared-memory bandwidth, and its inverse's and solves' global accesses (by sector) / L1 bandwidth):")
+              f"shared-memory bandwidth, and its inverse's and solves' global accesses / L1 bandwidth):")
     print("\n".join(workload_table(rows)))
     if args.measured:
         g = {"H100": H100, "H200": H200, "MI300X": MI300X}[args.measured_on]

@@ -354,6 +354,24 @@ TINYLA_HD void inverse_row(int n, int i, const E* lu, const int* piv, E* row, in
     for (int j = 0; j < n; ++j) row[j * ld] = nan_element<E>();
 }
 
+// x (n x n, row-major) := its transpose, through the team's buffer (where its
+// LU was: shared memory, or the global workspace), both passes over x in
+// consecutive elements. Entry (r, c) sits in the buffer at r * n + (r + c) mod
+// n, so that the entries of a column, which the second pass reads together,
+// fall in different banks. x null: an inactive team, which still takes part in
+// the block's barriers.
+template <class E, class Block> TINYLA_HD void transpose_through(Block& blk, team_id tm, int n, E* buffer, E* x) {
+  const auto rotated = [n](int r, int c) { return r * n + (r + c < n ? r + c : r + c - n); };
+  if (x)
+    for (int r = 0; r < n; ++r)
+      for (int c = tm.rank; c < n; c += tm.size) buffer[rotated(r, c)] = x[r * n + c];
+  blk.sync();
+  if (x)
+    for (int r = 0; r < n; ++r)
+      for (int c = tm.rank; c < n; c += tm.size) x[r * n + c] = buffer[rotated(c, r)];
+  blk.sync();  // the next round overwrites the buffer
+}
+
 // workspace: null when the matrices fit in shared memory (plan_launch), else
 // blocks() * teams matrices of global scratch. W > 0: the LU by warp_factor,
 // team_size == W.
@@ -383,10 +401,11 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     if (active) copy_strided<4>(a + b * nn, lu, nn, tm.rank, team_size);
     if constexpr (F == family::solve) {
       // The block's right-hand sides into x, its threads striding together (coalesced);
-      // an in-place solve (b == x) has nothing to copy.
+      // an in-place solve (b == x) has nothing to copy. One load in flight: with 4, the
+      // warp teams took 128 and 164 registers instead of 80 and 128 (sm_90, float64).
       const int count = int(min_of<int64_t>(teams, jb.batch - base));
       if (jb.b != jb.x)
-        copy_strided<4>(static_cast<const E*>(jb.b) + base * nx, x + base * nx, count * nx, blk.thread(),
+        copy_strided<1>(static_cast<const E*>(jb.b) + base * nx, x + base * nx, count * nx, blk.thread(),
                         blk.threads());
     }
     blk.sync();
@@ -396,11 +415,10 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     else info = team_factor(blk, tm, n, lu, piv, best_val, best_row, acc);
     if (active) {
       if constexpr (F == family::inverse) {
-        // Row i of the inverse, stored as column i when the transpose is asked
-        // for (then the team's threads write consecutive elements).
-        const bool tr = jb.transpose_x;
-        for (int i = tm.rank; i < n; i += team_size)
-          inverse_row(n, i, lu, piv, x + b * nx + (tr ? i : int64_t(i) * n), tr ? n : 1, info != L(0));
+        // Row i of the inverse, stored as column i: A^-T, the team's threads
+        // writing consecutive elements at every step (as rows, each of their
+        // ~n^2 accesses would touch its own 32-byte sector).
+        for (int i = tm.rank; i < n; i += team_size) inverse_row(n, i, lu, piv, x + b * nx + i, n, info != L(0));
       } else if constexpr (F == family::solve) {
         const int m = int(jb.nrhs);
         for (int j = tm.rank; j < m; j += team_size) solve_column(n, lu, piv, x + b * nx + j, m, info != L(0));
@@ -408,6 +426,8 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
       if (tm.rank == 0) store_outputs(jb, b, acc, info);
     }
     blk.sync();  // the next round overwrites lu and piv
+    if constexpr (F == family::inverse)
+      if (!jb.transpose_x) transpose_through(blk, tm, n, lu, active ? x + b * nx : nullptr);
   }
 }
 

@@ -15,8 +15,10 @@
 //   * in shared memory (any n, any team size): the threads exchange the pivot
 //     through shared memory, every elimination step a column-parallel update
 //     between block-wide barriers.
-//   The right-hand sides (identity columns for an inverse) are then solved one
-//   column per thread, straight in the output.
+//   Then, straight in the output, a solve's right-hand sides one column per
+//   thread, an inverse one row per thread, stored as A^-T (consecutive threads,
+//   consecutive elements), and A^-1 by a transposition through the matrix's
+//   place in shared memory.
 // Both are grid-stride loops over the batch with 64-bit indices. No warp size
 // is assumed: a warp team's width divides 32 and 64, its shuffles stay within
 // it, and every barrier is block-wide.
