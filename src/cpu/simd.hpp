@@ -255,7 +255,12 @@ template <class T, int W> struct simd_pair {
     requires std::is_arithmetic_v<S>
   constexpr simd_pair(S x) : lo(x), hi(x) {}
 
-  T operator[](int i) const { return i < W ? lo[i] : hi[i - W]; }
+  // Through memory: lo[i] : hi[i - W] made GCC 12 warn that lo's element i >= W may be uninitialized.
+  T operator[](int i) const {
+    T v[2 * W];
+    lo.store(v), hi.store(v + W);
+    return v[i];
+  }
 
   friend TINYLA_INLINE simd_pair operator+(simd_pair a, simd_pair b) { return {a.lo + b.lo, a.hi + b.hi}; }
   friend TINYLA_INLINE simd_pair operator-(simd_pair a, simd_pair b) { return {a.lo - b.lo, a.hi - b.hi}; }
