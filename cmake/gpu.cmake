@@ -121,11 +121,14 @@ if(TINYLA_HIP)
   # clang writes no dependency file for a device-only bundle: what kernels.cu includes.
   file(GLOB kernel_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/gpu/*.hpp ${PROJECT_SOURCE_DIR}/src/kernels/*.hpp
        ${PROJECT_SOURCE_DIR}/src/job.hpp ${PROJECT_SOURCE_DIR}/include/tinyla/tinyla.h)
-  # -mcode-object-version=5: the ABI of the device libraries above.
+  # -mcode-object-version=5: the ABI of the device libraries above. -O2: the same
+  # registers, scratch and loads in flight as -O3 (gfx942: 11 of 144 kernels differ
+  # by a few VGPRs, most fewer; scripts/gpu-report's workload table unchanged) in 85 s
+  # per architecture instead of 115.
   # __AMDGCN_WAVEFRONT_SIZE: HIP 5 headers read it and clang 22 no longer
   # defines it; 64 for CDNA (gfx9*), the only family the defaults name.
   add_custom_command(OUTPUT "${bundle}"
-    COMMAND "${TINYLA_HIP_CLANG}" -x hip ${arch_flags} --offload-device-only --gpu-bundle-output -std=c++20 -O3
+    COMMAND "${TINYLA_HIP_CLANG}" -x hip ${arch_flags} --offload-device-only --gpu-bundle-output -std=c++20 -O2
             -ffp-contract=off --hip-path=${TINYLA_HIP_PATH} --rocm-device-lib-path=${bitcode} -mcode-object-version=5
             -D__AMDGCN_WAVEFRONT_SIZE=64 -DTINYLA_GPU_HIP ${tinyla_gpu_def_flags} -Wno-pass-failed
             ${tinyla_gpu_includes} -c "${tinyla_gpu_kernels_source}" -o "${bundle}"
