@@ -5,9 +5,11 @@
 // run, with their ratios and two anchors: the memory floor (input read + output
 // written at this machine's copy bandwidth for that working set) and the share of
 // one core's FMA peak (measured at the backend's vector width). Then tinyla's time
-// per matrix from a cache-sized input (256 KiB) to a DRAM-sized one (64 MiB).
+// per matrix from a cache-sized input (256 KiB) to a DRAM-sized one (64 MiB), beside
+// what DRAM costs this machine for a loop of the same bytes per time (--cache-sweep: that
+// part alone).
 //
-// Usage: tinyla_bench_core [--quick] [--input-mib=8]
+// Usage: tinyla_bench_core [--quick] [--input-mib=8] [--cache-sweep]
 // MKL: libmkl_rt.so.{3,2} from $TINYLA_MKL_LIB, the loader's path, or .venv/lib
 // (`pip install mkl` in the dev venv), dlopen'ed: optional, no build dependency.
 #include <dlfcn.h>
@@ -25,6 +27,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tinyla/tinyla.h"
@@ -499,10 +502,48 @@ template <class T> void run_dtype(const char* dtype_name, double input_bytes) {
     }
 }
 
+// The machine's own cost of DRAM for work like tinyla's at n >= 16: per 8 KiB chunk (four
+// 16 x 16 float64 matrices), read it, then `work` dependent multiply-adds (~1 us here, the
+// n = 16 determinant's time for four), with the next chunk prefetched or not. Returns the
+// times per chunk at 256 KiB and at 64 MiB: their ratio is what no such kernel here escapes.
+std::pair<double, double> dram_cost_with_work(int work, bool prefetch) {
+  constexpr size_t chunk = 8 << 10;
+  double t[2];
+  for (int i = 0; i < 2; ++i) {
+    const size_t bytes = i == 0 ? size_t(256) << 10 : size_t(64) << 20, chunks = bytes / chunk;
+    std::vector<double> data(bytes / sizeof(double), 1.0);
+    volatile double sink = 0;
+    t[i] = best_time([&] {
+             for (size_t c = 0; c < chunks; ++c) {
+               const double* p = data.data() + c * (chunk / sizeof(double));
+               if (prefetch && c + 1 < chunks)
+                 for (size_t off = 0; off < chunk; off += 64)
+                   __builtin_prefetch(reinterpret_cast<const char*>(p) + chunk + off);
+               double s[4] = {0, 0, 0, 0};
+               for (size_t j = 0; j < chunk / sizeof(double); j += 4)
+                 for (int l = 0; l < 4; ++l) s[l] += p[j + l];
+               double x = s[0] + s[1] + s[2] + s[3];
+               for (int k = 0; k < work; ++k) x = x * 0.999999 + 1e-9;
+               sink = sink + x;
+             }
+           }) /
+           double(chunks);
+  }
+  return {t[0], t[1]};
+}
+
 // tinyla on 1 thread with inputs from cache-sized to DRAM-sized.
 template <class T> void run_cache_sweep(const char* dtype_name) {
   const double inputs[] = {256.0 * 1024, 8.0 * (1 << 20), 64.0 * (1 << 20)};
   std::printf("\n## %s, tinyla 1 thread, ns per matrix by input size\n\n", dtype_name);
+  for (bool prefetch : {false, true}) {
+    const auto [near, far] = dram_cost_with_work(400, prefetch);
+    std::printf(
+        "this machine, per 8 KiB chunk read and 400 dependent multiply-adds (%s): %.0f ns at 256 KiB, %.0f ns "
+        "at 64 MiB (%.2fx)\n",
+        prefetch ? "the next chunk prefetched" : "hardware prefetch alone", 1e9 * near, 1e9 * far, far / near);
+  }
+  std::printf("\n");
   std::printf("| op | N | 256 KiB | 8 MiB | 64 MiB | 64 MiB / 256 KiB |\n|---|---:|---:|---:|---:|---:|\n");
   tinyla_set_num_threads(1);
   for (kind k : all_kinds)
@@ -521,14 +562,20 @@ template <class T> void run_cache_sweep(const char* dtype_name) {
 
 int main(int argc, char** argv) {
   double input_mib = 8;
+  bool sweep_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--quick") quick = true;
+    else if (arg == "--cache-sweep") sweep_only = true;
     else if (arg.rfind("--input-mib=", 0) == 0) input_mib = std::stod(arg.substr(12));
     else {
-      std::fprintf(stderr, "usage: tinyla_bench_core [--quick] [--input-mib=8]\n");
+      std::fprintf(stderr, "usage: tinyla_bench_core [--quick] [--input-mib=8] [--cache-sweep]\n");
       return 2;
     }
+  }
+  if (sweep_only) {
+    run_cache_sweep<double>("float64");
+    return 0;
   }
   if (openblas_set_num_threads) openblas_set_num_threads(1);
   tinyla_set_num_threads(0);
