@@ -502,10 +502,11 @@ template <class T> void run_dtype(const char* dtype_name, double input_bytes) {
     }
 }
 
-// The machine's own cost of DRAM for work like tinyla's at n >= 16: per 8 KiB chunk (four
-// 16 x 16 float64 matrices), read it, then `work` dependent multiply-adds (~1 us here, the
-// n = 16 determinant's time for four), with the next chunk prefetched or not. Returns the
-// times per chunk at 256 KiB and at 64 MiB: their ratio is what no such kernel here escapes.
+// The machine's own cost of DRAM for work like tinyla's at n >= 8: per 8 KiB chunk (four
+// 16 x 16 float64 matrices), read it, then `work` dependent multiply-adds (400: ~0.7 us on a
+// Zen 3, where the n = 16 determinants of the four take ~1.7 us, so the loop asks more of
+// DRAM than they do), with the next chunk prefetched or not. Returns the times per chunk at
+// 256 KiB and at 64 MiB: their ratio is what no such kernel here escapes.
 std::pair<double, double> dram_cost_with_work(int work, bool prefetch) {
   constexpr size_t chunk = 8 << 10;
   double t[2];
