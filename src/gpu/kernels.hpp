@@ -224,6 +224,14 @@ template <int W, class Block, class R> TINYLA_HD cplx<R> shuffle_element(Block& 
   return {blk.shuffle(v.re, src, W), blk.shuffle(v.im, src, W)};
 }
 
+// Entry j (a constant where the loops are unrolled) of a warp team thread's
+// row of A: in registers, or in memory.
+template <bool InRegisters, int S, class E>
+TINYLA_HD E row_entry(const E (&in_registers)[S], const E* in_memory, int j) {
+  if constexpr (InRegisters) return in_registers[j];
+  else return in_memory[j];
+}
+
 // team_factor's LU by a warp team: W threads of one warp (n <= W), row `rank`
 // of a in the registers of thread `rank`. Rows never move: each knows its place
 // in the pivoted order. At step k the rows at place k or below finish their
@@ -235,27 +243,44 @@ template <int W, class Block, class R> TINYLA_HD cplx<R> shuffle_element(Block& 
 // results are bit-identical to the CPU's. No barrier and no shared memory
 // during the elimination: a is read as entries become final and, when
 // StoreFactors, overwritten with the factors in the pivoted order at the end.
-template <int W, bool StoreFactors, class E, class Block>
-TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, E* a, int* piv, det_accum<E>& acc) {
+// RowInRegisters: a is the matrix in global memory, each thread's row loaded
+// into registers at the start (all W loads in flight) and never written.
+template <int W, bool StoreFactors, bool RowInRegisters, class E, class Block, class Matrix>
+TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* piv, det_accum<E>& acc) {
   using L = lane_of<E>;
+  static_assert(!(StoreFactors && RowInRegisters));
   constexpr int place_bits = 8;  // a candidate's key: its place, then its rank
   static_assert(W <= (1 << place_bits));
   const bool mine = rank < n;  // the threads past n only take part in the shuffles
   const E* my_row = a + rank * n;
+  E loaded[RowInRegisters ? W : 1];
+  if constexpr (RowInRegisters) {
+    // Indices clamped into the matrix, so that every load is unconditional.
+    const E* row_or_last = a + (mine ? rank : n - 1) * n;
+    TINYLA_UNROLL
+    for (int j = 0; j < W; ++j) loaded[j] = row_or_last[j < n ? j : n - 1];
+  }
   E row[W];  // entry j: its sum of products until final, then L's (j < place) or U's value
   TINYLA_UNROLL
   for (int j = 0; j < W; ++j) row[j] = make_element<E>(0.0);
   int place = rank;
   L info = L(0);
   // The steps are a loop, not unrolled (unrolled, their W^2 shuffles took the
-  // compilers minutes per kernel); row[] is indexed by constants only, so that
-  // it stays in registers: entry k is found and set by comparing j with k.
+  // compilers minutes per kernel); row[] and loaded[] are indexed by constants
+  // only, so that they stay in registers: entry k is found and set by
+  // comparing j with k.
   for (int k = 0; k < n; ++k) {
-    E sum_k = row[0];
+    // Entry k of the row and its sum, picked in one pass (in two, ptxas took
+    // 26 more registers for the float64 W = 32 determinant).
+    E sum_k = row[0], a_k = RowInRegisters ? loaded[0] : make_element<E>(0.0);
     TINYLA_UNROLL
     for (int j = 1; j < W; ++j)
-      if (j == k) sum_k = row[j];
-    E col = mine ? my_row[k] : make_element<E>(0.0);
+      if (j == k) {
+        sum_k = row[j];
+        if constexpr (RowInRegisters) a_k = loaded[j];
+      }
+    if constexpr (!RowInRegisters) a_k = mine ? my_row[k] : make_element<E>(0.0);
+    E col = mine ? a_k : make_element<E>(0.0);
     if (k > 0 && place >= k) col = col - sum_k;
     // The pivot: LAPACK's first row of largest magnitude at or below place k,
     // the diagonal kept on a tie or when it is NaN (as team_factor: other NaN
@@ -285,7 +310,10 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, E* a, int* piv, de
     TINYLA_UNROLL
     for (int j = 0; j < W; ++j) {
       if (j == k && place >= k) row[j] = l;
-      if (j > k && j < n && place == k) row[j] = k > 0 ? my_row[j] - row[j] : my_row[j];
+      if (j > k && j < n && place == k) {
+        const E a_kj = row_entry<RowInRegisters>(loaded, my_row, j);
+        row[j] = k > 0 ? a_kj - row[j] : a_kj;
+      }
     }
     // U's row k to the rows below, which add its products to their sums.
     TINYLA_UNROLL
@@ -374,11 +402,13 @@ template <class E, class Block> TINYLA_HD void transpose_through(Block& blk, tea
 
 // workspace: null when the matrices fit in shared memory (plan_launch), else
 // blocks() * teams matrices of global scratch. W > 0: the LU by warp_factor,
-// team_size == W.
+// team_size == W; a determinant whose rows fit in registers
+// (warp_rows_in_registers) reads them from global memory: no shared memory.
 template <family F, int W, class E, class Block>
 TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspace) {
   using L = lane_of<E>;
   using R = lane_real<L>;
+  constexpr bool rows_in_registers = W > 0 && warp_rows_in_registers<E>(F, W);
   const int n = int(jb.n);
   const int64_t nn = int64_t(n) * n;
   const int teams = blk.threads() / team_size, team = blk.thread() / team_size;
@@ -396,8 +426,17 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
   for (int64_t base = blk.block() * teams; base < jb.batch; base += blk.blocks() * teams) {
     const int64_t b = base + team;
     const bool active = b < jb.batch;
-    // Inactive teams (past the batch's end) factor whatever their slot holds:
-    // the barriers inside team_factor are block-wide.
+    det_accum<E> acc;
+    L info;
+    if constexpr (rows_in_registers) {
+      // Inactive teams (past the batch's end) factor the last matrix again: the
+      // shuffles take every thread of the warp.
+      info = warp_factor<W, false, true>(blk, tm.rank, n, a + (active ? b : jb.batch - 1) * nn, piv, acc);
+      if (active && tm.rank == 0) store_outputs(jb, b, acc, info);
+      continue;
+    }
+    // Inactive teams factor whatever their slot holds: the barriers inside
+    // team_factor are block-wide.
     if (active) copy_strided<4>(a + b * nn, lu, nn, tm.rank, team_size);
     if constexpr (F == family::solve) {
       // The block's right-hand sides into x, its threads striding together (coalesced);
@@ -409,9 +448,7 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
                         blk.threads());
     }
     blk.sync();
-    det_accum<E> acc;
-    L info;
-    if constexpr (W > 0) info = warp_factor<W, F != family::determinant>(blk, tm.rank, n, lu, piv, acc);
+    if constexpr (W > 0) info = warp_factor<W, F != family::determinant, false>(blk, tm.rank, n, lu, piv, acc);
     else info = team_factor(blk, tm, n, lu, piv, best_val, best_row, acc);
     if (active) {
       if constexpr (F == family::inverse) {

@@ -8,7 +8,8 @@
 //   registers (compile-time n, fully unrolled), loaded and stored by its thread
 //   (vector loads, all in flight at once; no shared memory).
 // - team: larger n. A team of threads per matrix; the matrix sits in shared
-//   memory (or in a global workspace when it does not fit). The LU either
+//   memory (or in a global workspace when it does not fit; a warp team's
+//   determinant: in its threads' registers, warp_rows_in_registers). The LU either
 //   * in the registers of a warp team (n <= max_warp_width): W threads of one
 //     warp, a row each, the pivot and U's rows exchanged by shuffles, no
 //     barrier per step; or
@@ -78,6 +79,14 @@ inline constexpr int team_threads_target = 128;
 // an array of that width, n a run-time value up to it).
 inline constexpr int warp_widths[] = {16, 32};
 inline constexpr int max_warp_width = 32;
+// A warp team's determinant keeps its thread's row of the matrix in registers,
+// loaded straight from global memory, and needs no shared memory (staged
+// there, the matrices held a gfx942 CU to 6 of its 32 waves at float64
+// n = 16, 2 at n = 32: its 64 KiB of LDS), while the row takes at most 64
+// 32-bit registers: complex128 at W = 32 would add 128 to the 128 its sums take.
+template <class E> constexpr bool warp_rows_in_registers(family f, int width) {
+  return f == family::determinant && width * int64_t(sizeof(E)) <= 256;
+}
 inline constexpr int max_team_size = 128;
 // Largest blocks the plans make (the kernels' launch bounds: they let the
 // compilers give each thread the registers that block size leaves, e.g. up to
@@ -142,11 +151,13 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
     for (int w : warp_widths)
       if (n <= w) {
         // Blocks of whole warps (32 threads: two 16-thread teams share one),
-        // the matrices in shared memory.
-        const int64_t per_team = team_layout<R>::up(team_layout<R>(w, n).scratch + matrix);
+        // the matrices in shared memory or (a determinant) in registers.
+        const bool in_registers = warp_rows_in_registers<E>(family_of(jb.kind), w);
+        const int64_t per_team = in_registers ? 0 : team_layout<R>::up(team_layout<R>(w, n).scratch + matrix);
         const int64_t per_warp = 32 / w;
         const int64_t teams =
-            min_of<int64_t>(team_threads_target / w, o.shared_budget / per_team) / per_warp * per_warp;
+            min_of<int64_t>(team_threads_target / w, in_registers ? team_threads_target : o.shared_budget / per_team) /
+            per_warp * per_warp;
         if (teams == 0) break;
         p.team_size = p.warp_width = w;
         p.block_threads = int(teams) * w;
