@@ -38,6 +38,12 @@ template <class E> TINYLA_HD void store_outputs(const job& jb, int64_t b, const 
   if (jb.info) jb.info[b] = std::int32_t(info);
 }
 
+// x, read member by member: a complex copied whole is a memcpy, which clang
+// (gfx942) kept in scratch when it was a temporary between two global
+// locations that may alias (a swap's) or an array of them (copy_strided's).
+template <class E> TINYLA_HD E read_element(const E& x) { return x; }
+template <class R> TINYLA_HD cplx<R> read_element(const cplx<R>& x) { return {x.re, x.im}; }
+
 // dst[i] = src[i] for i = first, first + stride, ... < count, Loads loads
 // issued before their stores (in flight at once: one at a time left the team
 // kernels bound by memory latency).
@@ -47,7 +53,7 @@ TINYLA_HD void copy_strided(const E* src, E* dst, int64_t count, int64_t first, 
   for (; i + (Loads - 1) * stride < count; i += Loads * stride) {
     E r[Loads];
     TINYLA_UNROLL
-    for (int u = 0; u < Loads; ++u) r[u] = src[i + u * stride];
+    for (int u = 0; u < Loads; ++u) r[u] = read_element(src[i + u * stride]);
     TINYLA_UNROLL
     for (int u = 0; u < Loads; ++u) dst[i + u * stride] = r[u];
   }
@@ -195,7 +201,7 @@ template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, tea
     if (tm.rank == 0) piv[k] = p;
     if (p != k)  // whole rows: L's part moves with them
       for (int j = tm.rank; j < n; j += tm.size) {
-        const E u = a[k * n + j];
+        const E u = read_element(a[k * n + j]);
         a[k * n + j] = a[p * n + j], a[p * n + j] = u;
       }
     blk.sync();
@@ -343,7 +349,7 @@ template <class E> TINYLA_HD void solve_column(int n, const E* lu, const int* pi
   for (int k = 0; k < n; ++k) {
     const int p = piv[k];
     if (p != k) {
-      const E u = col[k * ld];
+      const E u = read_element(col[k * ld]);
       col[k * ld] = col[p * ld], col[p * ld] = u;
     }
     if (k > 0) col[k * ld] = col[k * ld] - dot_product(k, lu + k * n, 1, col, ld);
@@ -375,7 +381,7 @@ TINYLA_HD void inverse_row(int n, int i, const E* lu, const int* piv, E* row, in
         [&](int, int p) { return lu[(j + 1 + p) * n + j]; });
   for (int k = n - 2; k >= 0; --k)  // the row swaps undone on the columns
     if (piv[k] != k) {
-      const E u = row[k * ld];
+      const E u = read_element(row[k * ld]);
       row[k * ld] = row[piv[k] * ld], row[piv[k] * ld] = u;
     }
   if (singular)
