@@ -100,6 +100,11 @@ template <class E> constexpr int per_thread_min_blocks(family f, int64_t n) {
   return cap > 0 ? 64 * 1024 / (cap * max_per_thread_block) : 1;
 }
 
+// The smallest shared memory per SM / CU of the GPUs the plans size blocks for
+// (an AMD CDNA CU's LDS; an H100 SM has 228 KiB), and AMD's wave: 64 threads.
+inline constexpr int64_t shared_per_unit = 64 * 1024;
+inline constexpr int wave_threads = 64;
+
 struct plan_options {
   // Shared memory a kernel may use without opting in to more (48 KiB is the
   // default limit on NVIDIA; AMD's LDS is 64 KiB). Team kernels whose matrix
@@ -154,10 +159,19 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
         // the matrices in shared memory or (a determinant) in registers.
         const bool in_registers = warp_rows_in_registers<E>(family_of(jb.kind), w);
         const int64_t per_team = in_registers ? 0 : team_layout<R>::up(team_layout<R>(w, n).scratch + matrix);
-        const int64_t per_warp = 32 / w;
-        const int64_t teams =
-            min_of<int64_t>(team_threads_target / w, in_registers ? team_threads_target : o.shared_budget / per_team) /
-            per_warp * per_warp;
+        const int64_t most =
+            min_of<int64_t>(team_threads_target / w, in_registers ? team_threads_target : o.shared_budget / per_team);
+        // Blocks of whole 64-thread waves where one fits (AMD's wave; a 32-thread
+        // block would leave half a wave idle), else of whole warps: of those up to
+        // `most` teams, the size whose blocks put the most teams in a CU's 64 KiB of
+        // LDS (ties: the larger). float64 n = 32, a matrix and its pivot scratch
+        // 8.5 KiB a team: blocks of 2 teams, 3 a CU (6 teams), against one block of 4.
+        const int64_t step = most >= wave_threads / w ? wave_threads / w : 32 / w;
+        int64_t teams = 0, resident = -1;
+        for (int64_t t = step; t <= most; t += step) {
+          const int64_t fit = in_registers ? t : t * (shared_per_unit / (t * per_team));
+          if (fit >= resident) teams = t, resident = fit;
+        }
         if (teams == 0) break;
         p.team_size = p.warp_width = w;
         p.block_threads = int(teams) * w;

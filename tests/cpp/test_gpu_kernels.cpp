@@ -43,10 +43,10 @@ TYPED_TEST(GpuKernels, PlansRespectLaunchBoundsAndBudgets) {
         SCOPED_TRACE("op " + std::to_string(int(kind)) + " n=" + std::to_string(n) + " batch=" + std::to_string(batch));
         EXPECT_LE(p.block_threads, p.per_thread ? kern::max_per_thread_block : kern::max_team_block);
         EXPECT_GE(p.block_threads, p.per_thread ? 32 : p.team_size);
-        if (p.warp_width > 0) {  // whole warps of whole teams, each holding the matrix's rows
+        if (p.warp_width > 0) {  // whole 64-thread waves of whole teams, each holding the matrix's rows
           EXPECT_EQ(p.team_size, p.warp_width);
           EXPECT_LE(n, p.warp_width);
-          EXPECT_EQ(p.block_threads % 32, 0);
+          EXPECT_EQ(p.block_threads % kern::wave_threads, 0);  // no half-idle AMD wave
           EXPECT_EQ(p.workspace_bytes, 0);
         }
         EXPECT_LE(p.shared_bytes, kern::plan_options{}.shared_budget);
