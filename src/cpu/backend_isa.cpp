@@ -288,8 +288,8 @@ void unpack_inverse(const E* a, const L* pivots, int n, int count, R* dst, bool 
 // prefetch per group cost the n = 1 solve a quarter of its time.
 template <class R>
 TINYLA_INLINE void prefetch_matrices(const void* data, int64_t per_matrix, int64_t first, int64_t count) {
-  const int64_t bytes = count * per_matrix * int64_t(sizeof(R));
   if (per_matrix * int64_t(sizeof(R)) <= 64) return;
+  const int64_t bytes = count * per_matrix * int64_t(sizeof(R));
   const char* p = reinterpret_cast<const char*>(static_cast<const R*>(data) + first * per_matrix);
   for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
 }
