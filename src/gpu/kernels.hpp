@@ -97,10 +97,29 @@ template <int N, class L> TINYLA_HD void column_positions(const L* pivots, int* 
   }
 }
 
+// Solves A x = col for one right-hand side in registers (compile-time N), given
+// eliminate()'s factors and pivots: the operations of eliminate() on [A | B]
+// and back_substitute() in their order (solve_column's), the row swaps by
+// comparisons, so that col is indexed by constants only.
+template <int N, class E> TINYLA_HD void solve_in_registers(const E* lu, const int* pivots, E* col) {
+  TINYLA_UNROLL
+  for (int k = 0; k < N; ++k) {
+    TINYLA_UNROLL
+    for (int i = k + 1; i < N; ++i) swap_where(pivots[k] == i, col + k, col + i, 1);
+    if (k > 0) col[k] = col[k] - dot_product(k, lu + k * N, 1, col, 1);
+  }
+  TINYLA_UNROLL
+  for (int i = N - 1; i >= 0; --i) {
+    TINYLA_UNROLL
+    for (int c = i + 1; c < N; ++c) col[i] = sub_mul(col[i], lu[i * N + c], col[c]);
+    col[i] = pivot_inverse<E>(lu[i * N + i]).apply(col[i]);
+  }
+}
+
 // One matrix, compile-time n = N, in the caller's registers a (overwritten by
 // its factors); for family::inverse the inverse (transposed when the job says
 // so) is written to out, each column of Y to its place (column_positions);
-// solve works in place on the job's x (which holds B).
+// solve writes X to the job's x (for n <= 2 in place: x holds B).
 template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, int64_t b, E* a, E* out) {
   using L = lane_of<E>;
   [[maybe_unused]] constexpr int nn = N * N;  // unused at N = 0
@@ -123,8 +142,35 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
       TINYLA_UNROLL
       for (int j = 0; j < N; ++j) out[tr ? pos[j] * N + i : i * N + pos[j]] = a[i * N + j];
     }
-  } else {
+  } else if constexpr (N <= 2) {
     info = solve(shape<N, -1>{N, int(jb.nrhs)}, a, static_cast<E*>(jb.x) + b * N * jb.nrhs, acc);
+  } else {
+    // The factors, then each right-hand side read from B into registers, solved
+    // there and written to X (in place too: a column is read before it is
+    // written). Eliminating B in global memory along with A took gfx942
+    // 208-592 bytes of scratch from n = 6 or 7: clang left the elimination's
+    // steps rolled around the run-time loop over the right-hand sides.
+    L pivots[N];
+    info = eliminate(shape<N, 0>{N, 0}, a, static_cast<E*>(nullptr), acc, pivots);
+    // The row swaps as selects on the column's values, the pivots as integers
+    // (complex128's lane type takes two registers): reading the rows in the
+    // pivoted order instead (an address per row) took more registers on both
+    // compilers, but for float64 n = 8 on gfx942 (229 VGPRs against 262).
+    int piv[N];
+    TINYLA_UNROLL
+    for (int k = 0; k < N; ++k) piv[k] = int(pivots[k]);
+    const int64_t m = jb.nrhs;
+    const E* rhs = static_cast<const E*>(jb.b) + b * N * m;
+    E* x = static_cast<E*>(jb.x) + b * N * m;
+    const bool singular = info != L(0);
+    for (int64_t j = 0; j < m; ++j) {
+      E col[N];
+      TINYLA_UNROLL
+      for (int i = 0; i < N; ++i) col[i] = rhs[i * m + j];
+      solve_in_registers<N>(a, piv, col);
+      TINYLA_UNROLL
+      for (int i = 0; i < N; ++i) x[i * m + j] = singular ? nan_element<E>() : col[i];
+    }
   }
   store_outputs(jb, b, acc, info);
 }
@@ -148,7 +194,7 @@ template <family F, int N, class E, class Block> TINYLA_HD void per_thread_kerne
     alignas(16) E m[nn > 0 ? nn : 1];  // aligned: copy_matrix may use vector moves
     if (aligned) copy_matrix<align, int(nn)>(a + b * nn, m);
     else copy_matrix<element_alignment<E>, int(nn)>(a + b * nn, m);
-    if constexpr (F == family::solve) {
+    if constexpr (F == family::solve && N <= 2) {  // solved in place (larger n: read from B)
       const int64_t nb = N * jb.nrhs;
       const E* rhs = static_cast<const E*>(jb.b) + b * nb;
       if (rhs != x + b * nb)

@@ -47,13 +47,14 @@ template <class T> TINYLA_HD T min_of(T a, T b) { return a < b ? a : b; }
 inline constexpr int max_per_thread_n = 8;
 // ... and only while what a thread keeps live fits in this many 32-bit
 // registers (A; for an inverse, computed in place, also one column and the
-// n pivot rows; a solve's B stays in global memory): past that the compiler
-// spills to local memory (ptxas -v on sm_90: float64 n = 8 inverses take
-// 210 registers, complex128 n = 6 spilled 16 bytes).
+// n pivot rows; for a solve one column of B and the pivot rows as integers):
+// past that the compiler spills to local memory (ptxas -v on sm_90: float64
+// n = 8 inverses take 210 registers; complex128 n = 6 spilled 16 bytes as an
+// inverse, 24 as a solve).
 inline constexpr int per_thread_register_budget = 160;
 template <class E> constexpr int64_t per_thread_words(family f, int64_t n) {
-  const int64_t elements = n * n + (f == family::inverse ? n : 0);
-  const int64_t pivot_bytes = f == family::inverse ? n * int64_t(sizeof(lane_of<E>)) : 0;
+  const int64_t elements = n * n + (f == family::determinant ? 0 : n);
+  const int64_t pivot_bytes = n * (f == family::inverse ? int64_t(sizeof(lane_of<E>)) : f == family::solve ? 4 : 0);
   return (elements * int64_t(sizeof(E)) + pivot_bytes) / 4;
 }
 template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
