@@ -98,9 +98,9 @@ template <int N, class L> TINYLA_HD void column_positions(const L* pivots, int* 
 }
 
 // Solves A x = col for one right-hand side in registers (compile-time N), given
-// eliminate()'s factors and pivots: the operations of eliminate() on [A | B]
-// and back_substitute() in their order (solve_column's), the row swaps by
-// comparisons, so that col is indexed by constants only.
+// eliminate()'s factors and pivots: what eliminate() does to a column of B, in
+// its order (solve_column's), the row swaps by comparisons so that col is
+// indexed by constants only; then back_substitute().
 template <int N, class E> TINYLA_HD void solve_in_registers(const E* lu, const int* pivots, E* col) {
   TINYLA_UNROLL
   for (int k = 0; k < N; ++k) {
@@ -108,12 +108,7 @@ template <int N, class E> TINYLA_HD void solve_in_registers(const E* lu, const i
     for (int i = k + 1; i < N; ++i) swap_where(pivots[k] == i, col + k, col + i, 1);
     if (k > 0) col[k] = col[k] - dot_product(k, lu + k * N, 1, col, 1);
   }
-  TINYLA_UNROLL
-  for (int i = N - 1; i >= 0; --i) {
-    TINYLA_UNROLL
-    for (int c = i + 1; c < N; ++c) col[i] = sub_mul(col[i], lu[i * N + c], col[c]);
-    col[i] = pivot_inverse<E>(lu[i * N + i]).apply(col[i]);
-  }
+  back_substitute(shape<N, 1>{N, 1}, lu, col);
 }
 
 // One matrix, compile-time n = N, in the caller's registers a (overwritten by
