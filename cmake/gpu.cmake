@@ -120,9 +120,9 @@ if(TINYLA_HIP)
   # No SLP vectorizer: it stores slices of a per-thread complex64 matrix as pairs of
   # floats beside the whole-element (i64) copies and single-float loads of the row
   # swaps, mixed accesses that SROA and the promotion to registers give up on (n = 7, 8:
-  # 48-128 bytes of scratch, 57-178 scratch loads and stores per matrix). Without it: no scratch
-  # in any kernel, fewer VGPRs in most (docs/gpu.md); the packed float32 math it formed
-  # is worth nothing to kernels bound by memory.
+  # 48-128 bytes of scratch, 57-178 scratch loads and stores per matrix). Without it: no
+  # scratch in any kernel, fewer VGPRs in 48 of the 112 launched, more in 10 (docs/gpu.md);
+  # the packed float32 math it formed should be worth nothing to kernels bound by memory.
   list(APPEND arch_flags -fno-slp-vectorize)
   set(bundle "${CMAKE_CURRENT_BINARY_DIR}/tinyla_hip_kernels.hipfb")
   # clang writes no dependency file for a device-only bundle: what kernels.cu includes.
