@@ -180,6 +180,14 @@ class _Scaled:
                 [-b_ * _mul_real(q, f[1][0]), a_ * _mul_real(q, f[1][1])]]
 
 
+def cofactors(a):
+    """The cofactor matrix adj(A)^T, d det(A) / dA, of n <= 2 matrices: A's own entries."""
+    if a.shape[-1] < 2:
+        return jnp.ones_like(a)
+    (p, q), (r, s) = [[a[..., i, j] for j in range(2)] for i in range(2)]
+    return jnp.stack([jnp.stack([s, -r], -1), jnp.stack([-q, p], -1)], -2)
+
+
 def _slogdet(a):
     if a.shape[-1] == 0:
         batch = a.shape[:-2]

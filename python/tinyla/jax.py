@@ -34,8 +34,9 @@ says how to build it.
 Singular matrices (an exactly zero pivot): slogdet gives (0, -inf) and det 0, as
 jnp does; inv / solve / slogdet_inv's inverse are NaN-filled (jnp gives inf/NaN).
 A NaN entry gives NaN sign and logabsdet for that matrix (jnp's LU may report such
-a matrix as singular instead). Derivatives at singular matrices are NaN (jnp's
-det derivative there is the adjugate; tinyla's is not).
+a matrix as singular instead). Derivatives at exactly singular matrices are NaN,
+except det's at n <= 2: the adjugate, as in jnp (at n >= 3 jnp's det derivative
+there is the adjugate from its LU; tinyla's det * A^-T is NaN).
 """
 from __future__ import annotations
 
@@ -347,6 +348,10 @@ def _det(a):
 def _det_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     d = _det(a)  # rounded once from tinyla's mantissa/exponent; sign*exp(logabsdet) would lose bits
+    if a.shape[-1] <= 2:
+        # d det = tr(adj(A) dA), the adjugate's entries being A's own: no division, so the
+        # derivative is finite at singular matrices too (jnp's value), and where det overflows
+        return d, jnp.sum(_closed_form.cofactors(a) * da, axis=(-2, -1))
     return d, d * _trace_with_inverse(_inv(a, True), da, True)
 
 

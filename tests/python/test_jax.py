@@ -1,5 +1,7 @@
 """tinyla.jax against jax.numpy.linalg and finite differences: values, contract, derivatives
 of several orders, transformations, sharding."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -140,6 +142,24 @@ def test_singular_and_nan_matrices():
     assert np.isnan(tlj.inv(a)[0]).all() and np.isnan(tlj.solve(a, jnp.ones((2, 3, 1)))[0]).all()
     nan = a.at[1, 0, 0].set(jnp.nan)
     assert np.isnan(tlj.slogdet(nan)[1][1])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_det_derivatives_at_singular_matrices(dtype):
+    """n <= 2: det's derivatives are the adjugate's, finite at singular matrices, equal to
+    jnp's (its closed forms differentiate as polynomials); also where det overflows. n >= 3:
+    NaN, as documented (jnp's there come from its LU)."""
+    a = jnp.array([[[1.0, 2.0], [2.0, 4.0]], [[0.0, 1.0], [0.0, 0.0]], np.zeros((2, 2)),
+                   [[1e300, 3e300], [2e300, -1e300]], [[1.0, 2.0], [3.0, 4.0]]], dtype)
+    holomorphic = np.issubdtype(dtype, np.complexfloating)
+    grad = functools.partial(jax.grad, holomorphic=holomorphic)
+    for n in (1, 2):
+        x = a[:, :n, :n]
+        first, second = ({lib: f(lambda x: lib.det(x).sum())(x) for lib in (tlj, jnp.linalg)}
+                         for f in (grad, lambda g: jax.jacfwd(grad(g), holomorphic=holomorphic)))
+        np.testing.assert_array_equal(first[tlj], first[jnp.linalg])
+        np.testing.assert_array_equal(second[tlj], second[jnp.linalg])
+    assert np.isnan(grad(tlj.det)(jnp.ones((3, 3), dtype))).all()
 
 
 def test_empty_batch_and_n_zero_under_jit_and_grad():
