@@ -416,11 +416,17 @@ _slogdet_inv_named = _named("tinyla_slogdet_inv", _slogdet_inv)
 
 # ---- the public ops ------------------------------------------------------------------------
 
+_jnp_slogdet = jnp.linalg.slogdet  # jnp's own, whatever use_for_jnp routes later
+
+
 def slogdet(a, *, method: str | None = None) -> SlogdetResult:
     """Sign (complex: phase) and log|det| of each matrix of a (..., n, n); as jnp.linalg.slogdet.
-    method: None or "lu" (tinyla always factorizes with partial pivoting)."""
+    method: None or "lu" (tinyla: LU with partial pivoting); "qr" is jnp's own QR-based slogdet
+    (tinyla has none), so that code asking for it runs unchanged under use_for_jnp()."""
+    if method == "qr":
+        return _jnp_slogdet(a, method=method)
     if method not in (None, "lu"):
-        raise ValueError(f"tinyla.jax.slogdet: method must be None or 'lu', got {method!r}")
+        raise ValueError(f"tinyla.jax.slogdet: method must be None, 'lu' or 'qr', got {method!r}")
     (a,), result = _inexact("slogdet", a)
     _check_square("slogdet", a)
     return result(SlogdetResult(*_slogdet_named(a)))

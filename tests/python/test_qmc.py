@@ -202,8 +202,13 @@ def test_use_for_jnp_routes_traced_code_and_restores():
         assert jnp.linalg.slogdet is tlj.slogdet
         assert "tinyla_slogdet" in f.lower(a).as_text()  # traced anew, not the cached version
         inside = f(a)
+        # a method tinyla does not implement stays jnp's
+        qr = jax.jit(lambda a: jnp.linalg.slogdet(a, method="qr"))
+        assert "tinyla" not in qr.lower(a).as_text()
+        inside_qr = qr(a)
     assert "tinyla" not in f.lower(a).as_text()
     np.testing.assert_allclose(inside, f(a), rtol=1e-12)
+    np.testing.assert_array_equal(inside_qr, qr(a))
     switch = tlj.use_for_jnp()  # a plain call, until restore()
     assert jnp.linalg.det is tlj.det
     switch.restore()
