@@ -9,17 +9,24 @@
 #    wrappers do), and prints the time per launch of each;
 #  - without one: runs both against the call-counting stand-in driver and prints what
 #    reached the driver.
+#   bash examples/mlir/run.sh [build folder]
+# A build folder given (scripts/gpu-check's) is used as it is configured: the program for
+# this machine is built there; without one, build-mlir is configured for both.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bash scripts/deps
-chip=gfx90a
-if [[ -e /dev/kfd ]] && command -v rocminfo >/dev/null; then
-  chip=$(rocminfo | grep -m1 -o 'gfx[0-9a-f]*' || echo gfx90a)
+build=${1:-}
+if [[ -z $build ]]; then
+  bash scripts/deps
+  build=build-mlir
+  chip=gfx90a
+  if [[ -e /dev/kfd ]] && command -v rocminfo >/dev/null; then
+    chip=$(rocminfo | grep -m1 -o 'gfx[0-9a-f]*' || echo gfx90a)
+  fi
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTINYLA_BUILD_BENCH=OFF -DTINYLA_BUILD_TESTS=ON \
+    -DTINYLA_MLIR_ROCM_CHIP="$chip" >/dev/null
 fi
-cmake -S . -B build-mlir -DCMAKE_BUILD_TYPE=Release -DTINYLA_BUILD_BENCH=OFF -DTINYLA_BUILD_TESTS=ON \
-  -DTINYLA_MLIR_ROCM_CHIP="$chip" >/dev/null
-cmake --build build-mlir -j "$(nproc)" --target mlir_launch_1000 mlir_launch_1000_rocm tinyla_stand_in_driver >/dev/null
-bin=build-mlir/examples/mlir
+build=$(cd "$build" && pwd)
+bin=$build/examples/mlir
 
 # Best of 5 runs, microseconds of the whole process (start-up and module load included:
 # the same in both modes, so the difference / 1000 is the per-launch cost).
@@ -44,17 +51,21 @@ timed() {  # <program> <platform>
        "the pool saves $(((unpooled - pooled) / 1000)) us per launch"
 }
 
+build_targets() { cmake --build "$build" -j "$(nproc)" --target "$@" >/dev/null; }
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  build_targets mlir_launch_1000
   timed "$bin/mlir_launch_1000" cuda
 elif [[ -e /dev/kfd ]]; then
+  build_targets mlir_launch_1000_rocm
   timed "$bin/mlir_launch_1000_rocm" rocm
 else
+  build_targets mlir_launch_1000 mlir_launch_1000_rocm tinyla_stand_in_driver
   report=$(mktemp)
   for platform in cuda rocm; do
     exe=$bin/mlir_launch_1000
     [[ $platform == rocm ]] && exe=$bin/mlir_launch_1000_rocm
     for pool in 1 0; do
-      TINYLA_GPU_DRIVER=$PWD/build-mlir/tests/runtime/libtinyla_stand_in_driver.so TINYLA_STAND_IN_REPORT=$report \
+      TINYLA_GPU_DRIVER=$build/tests/runtime/libtinyla_stand_in_driver.so TINYLA_STAND_IN_REPORT=$report \
         TINYLA_GPU_PLATFORM=$platform TINYLA_MGPU_POOL=$pool "$exe"
       echo "no GPU here; stand-in driver, $platform, TINYLA_MGPU_POOL=$pool: $(cat "$report")"
     done
