@@ -17,7 +17,7 @@ cd "$(dirname "$0")/../.."
 build=${1:-}
 if [[ -z $build ]]; then
   bash scripts/deps
-  build=build-mlir
+  build="build-mlir"
   chip=gfx90a
   if [[ -e /dev/kfd ]] && command -v rocminfo >/dev/null; then
     chip=$(rocminfo | grep -m1 -o 'gfx[0-9a-f]*' || echo gfx90a)
