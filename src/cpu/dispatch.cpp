@@ -12,6 +12,10 @@
 
 #include <pthread.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "cpu/thread_pool.hpp"
 
 namespace tinyla::cpu {
@@ -54,18 +58,48 @@ const backend_table* find_backend(const char* name) {
   return nullptr;
 }
 
-const backend_table* initial_backend() {
+// Zen 4 (AMD family 19h with AVX-512) executes each 512-bit operation as two 256-bit
+// halves (AMD's Software Optimization Guide for family 19h, "AVX-512"): the unrolled kernels
+// (n <= TINYLA_MAX_FIXED_N) still gain from half the instructions, but the run-time-size
+// loops above that, bound by those pipes, gain nothing and pay for a lane group twice
+// AVX2's size (float64 n = 32: 64 KiB, twice the L1). Measured on one, 1 thread, avx512's
+// time / avx2's: 0.5-0.94 at n <= 8 (most ops), 1.0-1.3 at n = 16, 1.2-1.5 at n = 32
+// (docs/benchmarks.md, "AVX-512 on a CPU that splits it").
+bool splits_512_bit_operations() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
+  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  unsigned family = (eax >> 8) & 0xf;
+  if (family == 0xf) family += (eax >> 20) & 0xff;
+  return family == 0x19;  // Zen 3 is 19h too, but has no AVX-512 to split
+#else
+  return false;
+#endif
+}
+
+// The backend for this CPU (best first) and, in *loop, the one for n beyond the unrolled sizes.
+const backend_table* initial_backend(const backend_table** loop) {
   if (const char* env = std::getenv("TINYLA_ISA"); env && *env) {
-    if (const backend_table* t = find_backend(env)) return t;
+    if (const backend_table* t = find_backend(env)) return *loop = t;
     std::fprintf(stderr, "tinyla: TINYLA_ISA=%s is unknown or not supported by this CPU; using the best available\n",
                  env);
   }
+  const backend_table* best = &table_scalar;
   for (const backend_table* t : all_backends)
-    if (cpu_can_run(*t)) return t;
-  return &table_scalar;
+    if (cpu_can_run(*t)) {
+      best = t;
+      break;
+    }
+  *loop = loop_backend_for(best, splits_512_bit_operations());
+  return best;
 }
 
 std::atomic<const backend_table*> active_backend{nullptr};
+// Where the active backend was chosen for this CPU (not by name), the backend for n beyond
+// the unrolled sizes: the active one, or AVX2 on a CPU that splits 512-bit operations.
+std::atomic<const backend_table*> loop_backend{nullptr};
 
 constexpr int max_threads = 4096;  // TINYLA_NUM_THREADS and set_num_threads are capped here
 
@@ -126,19 +160,45 @@ std::shared_ptr<thread_pool> get_pool() {
 
 }  // namespace
 
+const backend_table* loop_backend_for(const backend_table* best, bool splits_512) {
+#if defined(TINYLA_HAVE_AVX512) && defined(TINYLA_HAVE_AVX2)
+  if (best == &table_avx512 && splits_512) return &table_avx2;
+#endif
+  (void)splits_512;
+  return best;
+}
+
 const backend_table& current_backend() {
   const backend_table* t = active_backend.load(std::memory_order_acquire);
   if (!t) {
-    const backend_table* chosen = initial_backend();
-    active_backend.compare_exchange_strong(t, chosen);
+    const backend_table* loop = nullptr;
+    const backend_table* chosen = initial_backend(&loop);
+    if (active_backend.compare_exchange_strong(t, chosen)) loop_backend.store(loop, std::memory_order_release);
     t = active_backend.load(std::memory_order_acquire);
   }
   return *t;
 }
 
+const backend_table& backend_for(int n) {
+  const backend_table& chosen = current_backend();
+  if (n <= TINYLA_MAX_FIXED_N) return chosen;
+  // Null only for a moment after the first choice (another thread's); any backend gives
+  // the same bits.
+  const backend_table* loop = loop_backend.load(std::memory_order_acquire);
+  return loop ? *loop : chosen;
+}
+
+void choose_backend_for_this_cpu() {
+  const backend_table* loop = nullptr;
+  const backend_table* chosen = initial_backend(&loop);
+  loop_backend.store(loop, std::memory_order_release);
+  active_backend.store(chosen, std::memory_order_release);
+}
+
 bool select_backend(const char* name) {
   const backend_table* t = name ? find_backend(name) : nullptr;
   if (!t) return false;
+  loop_backend.store(t, std::memory_order_release);
   active_backend.store(t, std::memory_order_release);
   return true;
 }
@@ -160,7 +220,7 @@ int num_threads() { return get_pool()->threads(); }
 
 bool execute(dtype t, const job& jb) {
   if (jb.batch == 0) return true;
-  const backend_table& backend = current_backend();
+  const backend_table& backend = backend_for(jb.n);
   const bool fast = jb.n <= max_fast_n || jb.kind == op::log_det_laplacian;  // no factorization: any n
   auto run = [&](std::int64_t begin, std::int64_t end) {
     if (fast) backend.run[int(t)](jb, begin, end);

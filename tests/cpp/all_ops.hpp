@@ -19,10 +19,9 @@ namespace ref {
 class RestoresCpuSettings : public ::testing::Test {
  protected:
   void TearDown() override {
-    tinyla::cpu::select_backend(best_);
+    tinyla::cpu::choose_backend_for_this_cpu();
     tinyla_set_num_threads(0);
   }
-  const char* best_ = tinyla_cpu_backend();
 };
 
 // What the C API does with a job.

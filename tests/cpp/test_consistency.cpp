@@ -79,7 +79,35 @@ TEST(Backend, SelectionByName) {
   EXPECT_FALSE(tinyla::cpu::select_backend("no-such-isa"));
   EXPECT_FALSE(tinyla::cpu::select_backend(nullptr));
   EXPECT_STREQ(tinyla_cpu_backend(), "scalar");
-  EXPECT_TRUE(tinyla::cpu::select_backend(best.c_str()));
+  tinyla::cpu::choose_backend_for_this_cpu();
+  EXPECT_EQ(tinyla_cpu_backend(), best);
+}
+
+// A backend selected by name runs every n (the bit-for-bit tests above rely on it); the
+// choice for this CPU may hand n above the unrolled sizes to AVX2, on a CPU that splits
+// 512-bit operations, and to no other.
+TEST(Backend, WhichBackendRunsEachN) {
+  int selected = 0;
+  for (const char* isa : {"scalar", "vec128", "avx2", "avx512"}) {
+    if (!tinyla::cpu::select_backend(isa)) continue;
+    ++selected;
+    for (int n = 0; n <= 40; ++n) EXPECT_STREQ(tinyla::cpu::backend_for(n).name, isa) << "n=" << n;
+    const auto* table = &tinyla::cpu::current_backend();
+    const auto* split = tinyla::cpu::loop_backend_for(table, true);
+    EXPECT_EQ(tinyla::cpu::loop_backend_for(table, false), table) << isa;
+    if (std::strcmp(isa, "avx512") == 0 && tinyla::cpu::select_backend("avx2")) {
+      EXPECT_EQ(split, &tinyla::cpu::current_backend());
+    } else {
+      EXPECT_EQ(split, table) << isa;
+    }
+  }
+  EXPECT_GE(selected, 1);
+  tinyla::cpu::choose_backend_for_this_cpu();
+  EXPECT_STREQ(tinyla::cpu::backend_for(1).name, tinyla_cpu_backend());
+  const char* loop = tinyla::cpu::backend_for(40).name;
+  EXPECT_TRUE(std::strcmp(loop, tinyla_cpu_backend()) == 0 ||
+              (std::strcmp(tinyla_cpu_backend(), "avx512") == 0 && std::strcmp(loop, "avx2") == 0))
+      << loop;
 }
 
 }  // namespace

@@ -25,8 +25,7 @@ template <class T> auto emulated_gpu(int64_t max_blocks, kern::plan_options opti
 template <class T> class GpuKernels : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(tinyla::cpu::select_backend("scalar")); }
-  void TearDown() override { tinyla::cpu::select_backend(best_); }
-  const char* best_ = tinyla_cpu_backend();
+  void TearDown() override { tinyla::cpu::choose_backend_for_this_cpu(); }
 };
 // The element types this build emulates (tests/cpp/CMakeLists.txt: TINYLA_EMULATED_TYPES).
 template <std::size_t... I> using emulated_types =
