@@ -5,7 +5,8 @@ cannot fuse), on every backend.
 Same numerics as the kernels:
 - each row of a 2x2 matrix is scaled by a power of two (exact) so that its largest component
   is in [0.5, 4): no product over- or underflows, and logabsdet is finite wherever the
-  determinant is nonzero and the entries finite, even for entries near 1e+-300;
+  determinant is nonzero and the entries finite, even for entries near 1e+-300 (a complex 1x1
+  too; a real 1x1 needs no scaling);
 - ad - bc is a difference of *exact* products (Dekker's error-free product: each factor split
   into halves whose products are exact), so it is accurate to a few ulps under cancellation
   and exactly 0 exactly when ad == bc;
@@ -142,6 +143,13 @@ class _Scaled:
     def __init__(self, a):
         n = a.shape[-1]
         self.real = real_dtype(a.dtype)
+        # One real entry: its log, reciprocal and quotients are each one rounding, over- or
+        # underflowing only where the result does: nothing to equilibrate (at (4096, 64, 1, 1)
+        # the scaling took a sixth of slogdet's time). Complex: |z| can overflow, so scaled.
+        self.scaled = n > 1 or jnp.iscomplexobj(a)
+        if not self.scaled:
+            self.det = a[..., 0, 0]
+            return
         entries = [[a[..., i, j] for j in range(n)] for i in range(n)]
         fields = [[_exponent_field(x) for x in row] for row in entries]
         self.log2r = [_log2_range_scale(row, self.real) for row in fields]
@@ -160,18 +168,22 @@ class _Scaled:
 
     def logabsdet(self):
         mag = jnp.abs(self.det)
+        if not self.scaled:
+            return jnp.log(mag)
         if jnp.iscomplexobj(self.det):  # a NaN part beside an infinite one is NaN, as in the kernels
             mag = jnp.where(jnp.isnan(self.det), jnp.full_like(mag, np.nan), mag)
         return jnp.log(mag) - self.log2_scale.astype(self.real) * np.asarray(_LN2, self.real)
 
     def determinant(self):
-        return _times_pow2(self.det, -self.log2_scale)
+        return _times_pow2(self.det, -self.log2_scale) if self.scaled else self.det
 
     def inverse_t(self):
         """A^-T, NaN-filled where singular: x[i][j] = (A^-T)_ij. One reciprocal, NaN where
         det' == 0, then multiplies (XLA's CPU fusion recomputes a shared subexpression for
         every use inside a plane, so each is used once)."""
         q = 1 / jnp.where(self.det == 0, jnp.full_like(self.det, np.nan), self.det)
+        if not self.scaled:
+            return [[q]]
         f = self.f
         if len(self.m) == 1:
             return [[_mul_real(q, f[0][0])]]
@@ -217,6 +229,9 @@ def _solve(a, b):
     if n == 0:
         return (b,)
     q = _Scaled(a)
+    if not q.scaled:
+        det = q.det[..., None, None]
+        return (_nan_where(det == 0, b / det),)
     rows = [_mul_real(b[..., i, :], _pow2(lr, q.real)[..., None]) for i, lr in enumerate(q.log2r)]
     # each right-hand side scaled into range too, so that its products cannot overflow
     log2s = _log2_range_scale([_exponent_field(row) for row in rows], q.real)
