@@ -8,7 +8,8 @@
 (shapes ``(..., n, n)``, float32/float64/complex64/complex128, integers and bool
 promoted as jnp promotes them), plus ``slogdet_inv(a) -> (sign, logabsdet, inverse)``
 from one factorization, ``slogdet_sum`` (multi-determinant sums) and ``use_for_jnp()``
-(routes jnp.linalg to tinyla at trace time). Each op is one custom call over the whole
+(routes jnp.linalg to tinyla at trace time); ``export_disabled_checks()`` for
+``jax.export``. Each op is one custom call over the whole
 batch: every leading dimension is batch, so ``jit``, ``vmap`` (nested), empty batches
 and n = 0 need nothing special. n <= 2 is element-wise XLA code instead (_closed_form.py),
 which XLA fuses with its neighbours. With folx installed, its forward Laplacian finds
@@ -58,7 +59,7 @@ from tinyla import _closed_form, _native
 from tinyla._common import SlogdetInvResult, SlogdetResult, real_dtype, solve_shapes
 
 __all__ = ["slogdet", "det", "inv", "solve", "slogdet_inv", "slogdet_sum", "use_for_jnp", "SlogdetResult",
-           "SlogdetInvResult", "GPU_PLATFORMS"]
+           "SlogdetInvResult", "GPU_PLATFORMS", "export_disabled_checks"]
 
 class UnsupportedDtypeError(TypeError, NotImplementedError):
     """A dtype tinyla has no kernels for (jnp.linalg raises NotImplementedError there)."""
@@ -589,6 +590,25 @@ class use_for_jnp:
 
     def __exit__(self, *exc) -> None:
         self.restore()
+
+
+
+# ---- jax.export --------------------------------------------------------------------------------
+
+def export_disabled_checks() -> list:
+    """The safety checks to disable when exporting code that calls tinyla with jax.export:
+
+        exported = jax.export.export(jax.jit(f), disabled_checks=tinyla.jax.export_disabled_checks())(x)
+        blob = exported.serialize()
+
+    jax.export refuses custom calls without jax's compatibility guarantee, which tinyla's targets
+    (tinyla_slogdet, ...) are; the exported module calls them by name, so the process that runs it
+    must have imported tinyla.jax (which registers them; use the same tinyla version). n <= 2
+    lowers to no custom call at all. Exporting for a GPU platform needs a tinyla built with that
+    platform's backend (GPU_PLATFORMS), as running there does."""
+    from jax import export  # not imported with jax itself
+
+    return [export.DisabledSafetyCheck.custom_call(prim.name) for prim in _PRIMITIVES.values()]
 
 
 try:  # forward-Laplacian rules for folx, when it is installed (pip install tinyla[folx])

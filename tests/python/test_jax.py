@@ -296,6 +296,27 @@ def test_nested_vmap_is_one_call_over_all_batch_dims():
     assert hlo.count("custom-call(") == 1
 
 
+
+def test_export_round_trip():
+    """jax.export with export_disabled_checks(): the serialized module calls tinyla's targets by
+    name and gives the jitted function's bits (kernels, derivative rules, a closed form); without
+    the checks jax refuses tinyla's custom calls."""
+    from jax import export
+    a = jnp.asarray(random_matrices((4, 2, 5, 5), np.float64))
+    b = jnp.asarray(random_matrices((4, 2, 5, 3), np.float64, seed=1))
+
+    def model(a, b):
+        return (tlj.slogdet(a)[1], jax.grad(lambda x: tlj.slogdet(x)[1].sum())(a), tlj.det(a), tlj.inv(a),
+                tlj.solve(a, b), tlj.slogdet_sum([a, a[..., ::-1, :]]).logabsdet, tlj.slogdet(a[..., :2, :2])[1])
+
+    f = jax.jit(model)
+    with pytest.raises(ValueError, match="tinyla_"):
+        export.export(f)(a, b)
+    blob = export.export(f, disabled_checks=tlj.export_disabled_checks())(a, b).serialize()
+    got = export.deserialize(blob).call(a, b)
+    for g, w in zip(got, f(a, b), strict=True):
+        np.testing.assert_array_equal(g, w)
+
 def _mesh(axis_type):
     return jax.make_mesh((4,), ("b",), axis_types=(axis_type,))
 
