@@ -592,7 +592,6 @@ class use_for_jnp:
         self.restore()
 
 
-
 # ---- jax.export --------------------------------------------------------------------------------
 
 def export_disabled_checks() -> list:
@@ -601,8 +600,8 @@ def export_disabled_checks() -> list:
         exported = jax.export.export(jax.jit(f), disabled_checks=tinyla.jax.export_disabled_checks())(x)
         blob = exported.serialize()
 
-    jax.export refuses custom calls without jax's compatibility guarantee, which tinyla's targets
-    (tinyla_slogdet, ...) are; the exported module calls them by name, so the process that runs it
+    jax.export refuses custom calls that lack jax's compatibility guarantee, as tinyla's targets
+    (tinyla_slogdet, ...) do; the exported module calls them by name, so the process that runs it
     must have imported tinyla.jax (which registers them; use the same tinyla version). n <= 2
     lowers to no custom call at all. Exporting for a GPU platform needs a tinyla built with that
     platform's backend (GPU_PLATFORMS), as running there does."""

@@ -296,7 +296,6 @@ def test_nested_vmap_is_one_call_over_all_batch_dims():
     assert hlo.count("custom-call(") == 1
 
 
-
 def test_export_round_trip():
     """jax.export with export_disabled_checks(): the serialized module calls tinyla's targets by
     name and gives the jitted function's bits (kernels, derivative rules, a closed form); without
@@ -316,6 +315,7 @@ def test_export_round_trip():
     got = export.deserialize(blob).call(a, b)
     for g, w in zip(got, f(a, b), strict=True):
         np.testing.assert_array_equal(g, w)
+
 
 def _mesh(axis_type):
     return jax.make_mesh((4,), ("b",), axis_types=(axis_type,))
