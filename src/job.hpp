@@ -12,15 +12,17 @@
 namespace tinyla {
 
 // log_det_laplacian: derivatives of log det A from A^-T (kernels/log_det_laplacian.hpp); the
-// CPU alone runs it, no factorization.
-enum class op : int { slogdet, det, inv, solve, slogdet_inv, log_det_laplacian };
+// CPU alone runs it, no factorization. adjugate: x = adj(A) (adjugate in kernels/lu.hpp) and
+// det; the CPU alone runs it.
+enum class op : int { slogdet, det, inv, solve, slogdet_inv, log_det_laplacian, adjugate };
 
 // What a factorizing kernel computes: the op's outputs are whichever job pointers are set.
-enum class family { determinant, inverse, solve };  // slogdet/det, inv/slogdet_inv, solve
+enum class family { determinant, inverse, solve };  // slogdet/det, inv/slogdet_inv/adjugate, solve
 
 constexpr family family_of(op kind) {  // of a factorizing op
   return kind == op::solve ? family::solve
-                           : (kind == op::inv || kind == op::slogdet_inv ? family::inverse : family::determinant);
+                           : (kind == op::inv || kind == op::slogdet_inv || kind == op::adjugate ? family::inverse
+                                                                                                 : family::determinant);
 }
 
 // Pointers are to the whole batch; a backend may process any sub-range
@@ -36,7 +38,7 @@ struct job {
   void* logabsdet = nullptr;     // (batch) real
   void* det = nullptr;           // (batch) element type
   std::int32_t* info = nullptr;  // (batch), nullable
-  bool transpose_x = false;      // inv / slogdet_inv: write x[b][j][i] = (A_b^-1)[i][j]
+  bool transpose_x = false;      // inv / slogdet_inv / adjugate: write x[b][j][i] = (A_b^-1)[i][j] (adj(A_b))
   // log_det_laplacian: a = A^-T, b = the Laplacian of A (batch, n, n), tangents = dA/dx_c
   // (batch, tangent_count, n, n); outputs grad (batch, tangent_count) and laplacian (batch).
   std::int64_t tangent_count = 0;
@@ -81,6 +83,9 @@ inline tinyla_status validate(dtype t, const job& jb) {
       break;
     case op::solve:
       if (b_count > 0 && (!jb.b || !jb.x)) return TINYLA_INVALID_ARGUMENT;
+      break;
+    case op::adjugate:  // det is optional
+      if (a_count > 0 && !jb.x) return TINYLA_INVALID_ARGUMENT;
       break;
     case op::slogdet_inv:
       if ((per_matrix && (!jb.sign || !jb.logabsdet)) || (a_count > 0 && !jb.x)) return TINYLA_INVALID_ARGUMENT;

@@ -111,6 +111,22 @@ TINYLA_DECLARE_LOG_DET_LAPLACIAN(f64, double)
 TINYLA_DECLARE_LOG_DET_LAPLACIAN(c64, void)
 TINYLA_DECLARE_LOG_DET_LAPLACIAN(c128, void)
 
+/* det_adjugate (CPU only): adj[b] = adj(A_b), the adjugate -- det(A_b) A_b^-1 where A_b is
+ * nonsingular, and defined where it is not: the derivative of the determinant,
+ * d det A = tr(adj(A) dA), finite at every matrix with finite entries (jax.grad of det).
+ * With one exactly zero pivot (rank n - 1) it is formed from the same LU with that pivot
+ * replaced by 1 (README, "Numerical conventions"); with two or more it is 0. det (may be NULL) receives
+ * what tinyla_det writes. det_cofactors writes the cofactor matrix adj(A_b)^T instead,
+ * d det / dA entry by entry. The adjugate's scale is applied as a mantissa and a power of
+ * two: no overflow where the entries of adj(A) are finite although det(A) overflows. */
+#define TINYLA_DECLARE_ADJUGATE(sfx, E)                                                                                \
+  TINYLA_API tinyla_status tinyla_det_adjugate_##sfx(int64_t batch, int64_t n, const E* a, E* det, E* adj);            \
+  TINYLA_API tinyla_status tinyla_det_cofactors_##sfx(int64_t batch, int64_t n, const E* a, E* det, E* cof);
+TINYLA_DECLARE_ADJUGATE(f32, float)
+TINYLA_DECLARE_ADJUGATE(f64, double)
+TINYLA_DECLARE_ADJUGATE(c64, void)
+TINYLA_DECLARE_ADJUGATE(c128, void)
+
 #ifdef __cplusplus
 }
 #endif

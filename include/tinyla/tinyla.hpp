@@ -119,6 +119,13 @@ template <class T> tinyla_status c_log_det_laplacian(std::int64_t b, std::int64_
                              ptr(laplacian))
 }
 
+template <class T> tinyla_status c_det_adjugate(std::int64_t b, std::int64_t n, const T* a, T* d, T* adj) {
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_det_adjugate, b, n, ptr(a), ptr(d), ptr(adj))
+}
+template <class T> tinyla_status c_det_cofactors(std::int64_t b, std::int64_t n, const T* a, T* d, T* cof) {
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_det_cofactors, b, n, ptr(a), ptr(d), ptr(cof))
+}
+
 }  // namespace detail
 
 // ---- outputs provided by the caller ------------------------------------------------
@@ -167,6 +174,20 @@ template <element T> void slogdet_inv(std::span<const T> a, std::int64_t n, std:
   detail::require(x.size() == a.size(), "slogdet_inv", "inverse must have as many elements as a");
   detail::check(detail::c_slogdet_inv(batch, n, a.data(), sign.data(), logabsdet.data(), x.data()), "slogdet_inv",
                 batch, n);
+}
+
+// tinyla.h's det_adjugate (det_cofactors with cofactors = true: adj(A)^T, d det / dA); det
+// optional (empty span).
+template <element T>
+void det_adjugate(std::span<const T> a, std::int64_t n, std::span<T> det, std::span<T> adj, bool cofactors = false) {
+  const char* op = cofactors ? "det_cofactors" : "det_adjugate";
+  std::int64_t batch = detail::batch_of(a, n, op);
+  if (!det.empty()) detail::same_batch(batch, det.size(), op, "det");
+  if (batch < 0) batch = 0;  // n = 0 without det: nothing to write
+  detail::require(adj.size() == a.size(), op, "adj must have as many elements as a");
+  T* d = det.empty() ? nullptr : det.data();
+  detail::check((cofactors ? detail::c_det_cofactors<T> : detail::c_det_adjugate<T>)(batch, n, a.data(), d, adj.data()),
+                op, batch, n);
 }
 
 // tinyla.h's log_det_laplacian: inv_t = A^-T and lap_a (batch, n, n), da (batch, k, n, n) ->

@@ -257,6 +257,8 @@ def call(op: str, *args):
         return _inv(a, op == "inv_transposed")
     if op == "solve":
         return _solve(a, args[1])
+    if op == "det_cofactors":
+        return (*_det(a), cofactors(a))
     if op in ("slogdet_inv", "slogdet_inv_transposed"):
         return (*_slogdet(a), *_inv(a, op == "slogdet_inv_transposed"))
     raise ValueError(f"no closed form for {op}")

@@ -19,7 +19,7 @@ Derivatives of any order come from ``custom_jvp`` rules written with these same
 ops, so each order stays on tinyla's kernels and no rule factorizes twice:
   d logabsdet = Re tr(A^-1 dA), d sign = sign * i Im tr(A^-1 dA) (complex; 0 for real),
   the A^-1 coming from the fused slogdet_inv that also gives the primal;
-  d A^-1 = -A^-1 dA A^-1;  d det = det * tr(A^-1 dA);
+  d A^-1 = -A^-1 dA A^-1;  d det = tr(adj(A) dA), the adjugate and det from one call;
   d solve(A, B) = A^-1 (dB - dA X), with X and A^-1 from one solve against [B | I].
 
 Sharding: the custom calls are registered as batch-partitionable, so XLA's SPMD
@@ -36,8 +36,9 @@ Singular matrices (an exactly zero pivot): slogdet gives (0, -inf) and det 0, as
 jnp does; inv / solve / slogdet_inv's inverse are NaN-filled (jnp gives inf/NaN).
 A NaN entry gives NaN sign and logabsdet for that matrix (jnp's LU may report such
 a matrix as singular instead). Derivatives at exactly singular matrices are NaN,
-except det's at n <= 2: the adjugate, as in jnp (at n >= 3 jnp's det derivative
-there is the adjugate from its LU; tinyla's det * A^-T is NaN).
+except det's: its first derivative is the adjugate at every matrix (finite; at rank
+n - 1 formed from the LU with the zero pivots set to 1, at lower rank 0), and at
+n <= 2 every order is finite (the closed forms' polynomials).
 """
 from __future__ import annotations
 
@@ -137,6 +138,8 @@ def _result_types(op: str, avals) -> list[tuple[tuple, np.dtype]]:
         return [(a.shape, a.dtype)]
     if op == "solve":
         return [(avals[1].shape, a.dtype)]
+    if op == "det_cofactors":
+        return [(batch, a.dtype), (a.shape, a.dtype)]
     if op == "log_det_laplacian":  # (inverse_t, lap_a, da): grad (..., k), laplacian (...)
         return [(avals[2].shape[:-2], a.dtype), (batch, a.dtype)]
     return [(batch, a.dtype), (batch, real), (a.shape, a.dtype)]  # slogdet_inv, slogdet_inv_transposed
@@ -258,6 +261,19 @@ def _log_det_laplacian_jnp(inverse_t, lap_a, da):
 # No GPU kernel yet: GPUs run its jnp form.
 _PRIMITIVES["log_det_laplacian"] = _make_primitive("log_det_laplacian", gpu_reference=_log_det_laplacian_jnp)
 
+_jnp_det = jnp.linalg.det  # jnp's own, whatever use_for_jnp routes later
+
+
+def _det_cofactors_gpu(a):
+    """det_cofactors on GPUs (no kernel yet): tinyla's det and jnp's derivative of det, which is
+    the adjugate where A is nonsingular or its LU's one zero pivot is the last."""
+    d = _PRIMITIVES["det"].bind(a)[0]
+    _, det_vjp = jax.vjp(_jnp_det, a)
+    return d, det_vjp(jnp.ones_like(d))[0]
+
+
+_PRIMITIVES["det_cofactors"] = _make_primitive("det_cofactors", gpu_reference=_det_cofactors_gpu)
+
 
 # Largest n computed by element-wise XLA code instead of a custom call (see _closed_form).
 CLOSED_FORM_MAX_N = 2
@@ -348,12 +364,32 @@ def _det(a):
 @_det.defjvp
 def _det_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
-    d = _det(a)  # rounded once from tinyla's mantissa/exponent; sign*exp(logabsdet) would lose bits
-    if a.shape[-1] <= 2:
-        # d det = tr(adj(A) dA), the adjugate's entries being A's own: no division, so the
-        # derivative is finite at singular matrices too (jnp's value), and where det overflows
-        return d, jnp.sum(_closed_form.cofactors(a) * da, axis=(-2, -1))
-    return d, d * _trace_with_inverse(_inv(a, True), da, True)
+    # d det = tr(adj(A) dA) with det from the same factorization: no division by det, so finite
+    # at singular matrices too, and where det overflows but its cofactors do not.
+    d, cofactors = _det_cofactors(a)
+    return d, jnp.sum(cofactors * da, axis=(-2, -1))
+
+
+@jax.custom_jvp
+def _det_cofactors(a):
+    """(det A, adj(A)^T): the determinant, rounded once from tinyla's mantissa and exponent, and
+    its derivative d det / dA (the kernel's adjugate, transposed; n <= 2: A's own entries)."""
+    return tuple(_call("det_cofactors", a))
+
+
+@_det_cofactors.defjvp
+def _det_cofactors_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    d, cofactors = _det_cofactors(a)
+    d_det = jnp.sum(cofactors * da, axis=(-2, -1))
+    n = a.shape[-1]
+    if n <= 2:  # the cofactors are linear in A (n = 2) or constant
+        d_cofactors = _closed_form.cofactors(da) if n == 2 else jnp.zeros_like(da)
+    else:
+        # C = det A^-T: dC = (tr(adj(A) dA) C - C dA^T C) / det (NaN where det = 0).
+        d_cofactors = (d_det[..., None, None] * cofactors
+                       - _matmul(_matmul(cofactors, jnp.swapaxes(da, -1, -2)), cofactors)) / d[..., None, None]
+    return (d, cofactors), (d_det, d_cofactors)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))

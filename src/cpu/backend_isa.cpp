@@ -306,7 +306,8 @@ constexpr bool paired_size(int64_t n) { return n >= 3 && n <= 6; }
 // solve skip its bookkeeping (a frexp per pivot: a third of the n = 1 inverse).
 // Transposed: an inverse written as A^-T, for compile-time 3 <= N < 8 (n <= 2 is transposed
 // by invert; run-time n and N = 8 as they leave the lanes, whichever the job asks).
-template <class T, int N, int P, family F, bool WithDet, bool Transposed = false>
+// Adjugate: family::inverse's op::adjugate, adj(A) in place of A^-1 (transposed as the job asks).
+template <class T, int N, int P, family F, bool WithDet, bool Transposed = false, bool Adjugate = false>
 void run_range(const job& jb, int64_t begin, int64_t end) {
   using R = storage_real_t<T>;
   constexpr int C = type_info<T>::reals;
@@ -325,7 +326,8 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
   constexpr bool inverse = F == family::inverse;
   group_storage<L, inverse ? N : 0> pivots(inverse ? n : 0);  // invert's scratch
   group_storage<E, inverse ? N : 0> column(inverse ? n : 0);
-  group_storage<int, inverse ? N : 0> columns(inverse ? n : 0);  // unpack_inverse's
+  group_storage<int, inverse ? N : 0> columns(inverse ? n : 0);     // unpack_inverse's
+  group_storage<L, Adjugate ? N : 0> zero_pivot(Adjugate ? n : 0);  // adjugate's
   group_storage<E, -1> rhs(F == family::solve ? int64_t(n) * jb.nrhs : 0);
 
   for (int64_t b = begin; b < end; b += W) {
@@ -340,10 +342,13 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
     if constexpr (F == family::determinant) {
       acc = determinant(sq, a.data());
     } else if constexpr (F == family::inverse) {
-      store_info(jb.info, b, count, invert(sq, a.data(), acc, pivots.data(), column.data(), jb.transpose_x));
+      if constexpr (Adjugate)
+        adjugate(sq, a.data(), acc, pivots.data(), column.data(), zero_pivot.data(), jb.transpose_x);
+      else store_info(jb.info, b, count, invert(sq, a.data(), acc, pivots.data(), column.data(), jb.transpose_x));
       if constexpr (N >= 0 && N < 8) {  // compile-time n: the lane group in registers
         swap_columns_in_lanes(a.data(), pivots.data(), n);
-        if constexpr (Transposed)  // register renaming; a run-time branch here cost plain inv 3 %
+        // Register renaming; a run-time branch here cost plain inv 3 % (the adjugate takes one).
+        if (Transposed || (Adjugate && jb.transpose_x && n > 2))
           for (int i = 0; i < n; ++i)
             for (int j = i + 1; j < n; ++j) std::swap(a.data()[i * n + j], a.data()[j * n + i]);
         unpack_group<R, V, P>(a.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
@@ -404,6 +409,7 @@ template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t e
   switch (family_of(jb.kind)) {
     case family::determinant: return run_range<T, N, determinant_registers, family::determinant, true>(jb, begin, end);
     case family::inverse:
+      if (jb.kind == op::adjugate) return run_range<T, N, 1, family::inverse, true, false, true>(jb, begin, end);
       if constexpr (N >= 3 && N < 8)
         if (jb.transpose_x) {
           if (jb.kind == op::slogdet_inv) return run_range<T, N, 1, family::inverse, true, true>(jb, begin, end);

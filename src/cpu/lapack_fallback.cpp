@@ -78,6 +78,54 @@ template <class T> bool lapack_went_wrong(const std::vector<T>& lu, int n) {
   return any_nan(lu);
 }
 
+// adj(A) into x (adj(A)^T with transposed) from getrf's factors (lu, column-major), as
+// adjugate in kernels/lu.hpp forms it: with the zero pivots z_1 < ... < z_m replaced by 1,
+// getri gives G = A~^-1 = Y~ P, and adj(A) = det(P) det(U~) prod_i Y~[z_i][z_i+1] (Y~ e_z1)
+// (e_zm^T G), where Y~'s column j is G's column pi(j) (pi(j): the row of A at place j);
+// det(A) A^-1 where no pivot is zero. acc: det(A) from the same factors.
+template <class T, class E> void adjugate_from_getrf(std::vector<T>& lu, const std::vector<int>& ipiv,
+                                                     const kern::det_accum<E>& acc, std::vector<T>& work, T* x,
+                                                     bool transposed) {
+  const int n = int(ipiv.size());
+  const auto diagonal = [&](int i) -> T& { return lu[std::int64_t(i) * n + i]; };
+  std::vector<int> zeros;
+  for (int i = 0; i < n; ++i)
+    if (diagonal(i) == T(0)) zeros.push_back(i), diagonal(i) = T(1);
+  kern::det_accum<E> scale = acc;  // det(P) det(U~)
+  if (!zeros.empty()) {
+    scale = {};
+    for (int i = 0; i < n; ++i) {
+      E u;
+      std::memcpy(&u, &diagonal(i), sizeof(E));
+      scale.flip(ipiv[i] != i + 1);
+      scale.multiply(u);
+      if ((i & 15) == 15) scale.normalize();
+    }
+    scale.normalize();
+  }
+  const int lwork = int(work.size());
+  int info = 0;
+  lapack<T>::getri(&n, lu.data(), &n, ipiv.data(), work.data(), &lwork, &info);
+  const auto g = [&](int i, int j) {
+    E v;
+    std::memcpy(&v, &lu[std::int64_t(j) * n + i], sizeof(E));
+    return v;
+  };
+  std::vector<int> row_at(n);  // pi: getrf's row swaps applied to 0..n-1
+  for (int i = 0; i < n; ++i) row_at[i] = i;
+  for (int i = 0; i < n; ++i) std::swap(row_at[i], row_at[ipiv[i] - 1]);
+  E chain = kern::make_element<E>(1.0);
+  for (std::size_t i = 1; i < zeros.size(); ++i) chain = chain * g(zeros[i - 1], row_at[zeros[i]]);
+  const E factor = kern::scale_by(scale.reported_sign(), scale.mant);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      const E v = zeros.empty() ? g(i, j) : chain * g(i, row_at[zeros.front()]) * g(zeros.back(), j);
+      const E entry = kern::scale_pow2(v * factor, scale.expo);
+      std::memcpy(static_cast<void*>(x + (transposed ? std::int64_t(j) * n + i : std::int64_t(i) * n + j)), &entry,
+                  sizeof(T));
+    }
+}
+
 template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_t end, range_fn own_elimination) {
   using E = kern::kernel_element<T>;
   const int n = int(jb.n), nrhs = int(jb.nrhs);
@@ -85,7 +133,8 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
   std::vector<T> lu(nn), work;
   std::vector<int> ipiv(n);
   std::vector<T> rhs(jb.kind == op::solve ? nb : 0);
-  if (jb.kind == op::inv || jb.kind == op::slogdet_inv) work.resize(std::max<std::int64_t>(1, 64 * n));
+  const bool inverse = jb.kind == op::inv || jb.kind == op::slogdet_inv || jb.kind == op::adjugate;
+  if (inverse) work.resize(std::max<std::int64_t>(1, 64 * n));
 
   for (std::int64_t b = begin; b < end; ++b) {
     const T* a = static_cast<const T*>(jb.a) + b * nn;
@@ -109,7 +158,9 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
     acc.normalize();
     if (has_nan && info == 0) acc.mant = std::numeric_limits<kern::lane_of<E>>::quiet_NaN();
 
-    if (jb.kind == op::inv || jb.kind == op::slogdet_inv) {
+    if (jb.kind == op::adjugate) {
+      adjugate_from_getrf(lu, ipiv, acc, work, static_cast<T*>(jb.x) + b * nn, jb.transpose_x);
+    } else if (inverse) {
       T* x = static_cast<T*>(jb.x) + b * nn;
       if (info == 0) {
         const int lwork = int(work.size());

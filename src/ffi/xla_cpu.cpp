@@ -33,6 +33,9 @@ struct cpu_calls {
                                                      const T* lap_a, const T* da, T* grad, T* laplacian) const {
     return detail::c_log_det_laplacian<T>(b, n, k, inv_t, lap_a, da, grad, laplacian);
   }
+  template <class T> tinyla_status det_cofactors(std::int64_t b, std::int64_t n, const T* a, T* d, T* cof) const {
+    return detail::c_det_cofactors<T>(b, n, a, d, cof);
+  }
   static const char* why() { return ""; }
 
   // XLA's CPU buffers of 32 MiB and more are fresh mmaps (glibc's allocator),
@@ -61,4 +64,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_log_det_laplacian, (tinyla::xla_handler
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_det_cofactors, (tinyla::xla_handlers::det_cofactors_impl<cpu_calls>),
+                              ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
 #pragma GCC visibility pop

@@ -208,6 +208,23 @@ ffi::Error slogdet_inv_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBu
   });
 }
 
+// a -> det (...) and the cofactor matrix adj(A)^T (..., n, n): the C API's det_cofactors (CPU only).
+template <class Calls, class... Ctx> ffi::Error det_cofactors_impl(Ctx... ctx, ffi::AnyBuffer a,
+                                                                   ffi::Result<ffi::AnyBuffer> det,
+                                                                   ffi::Result<ffi::AnyBuffer> cofactors) {
+  const Calls c{ctx...};
+  if (auto e = check_outputs(a, "det_cofactors",
+                             {{*det, "det", a.dimensions(), a.dimensions().size() - 2, a.element_type()},
+                              matrices_output(a, *cofactors, "cofactors")});
+      e.failure())
+    return e;
+  c.prepare_output(*cofactors);
+  return on_matrices(c, a, "det_cofactors", [&](auto t, square_batch m) {
+    using T = decltype(t);
+    return c.template det_cofactors<T>(m.batch, m.n, data<T>(a), data<T>(*det), data<T>(*cofactors));
+  });
+}
+
 // inv_t = A^-T and lap_a (..., n, n), da (..., k, n, n) -> grad (..., k), laplacian (...): the
 // C API's log_det_laplacian (CPU only).
 template <class Calls, class... Ctx>

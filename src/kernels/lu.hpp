@@ -14,7 +14,8 @@
 // - n = 1 and n = 2 use closed forms (n = 2: Kahan's fma-compensated ad - bc,
 //   from entries split into mantissa * 2^exponent where any is out of range);
 // - info = 1-based index of the first exactly-zero pivot (0 if none);
-// - the inverse is formed in place as LAPACK's getri forms it (invert).
+// - the inverse is formed in place as LAPACK's getri forms it (invert), and
+//   the adjugate from the same steps, also where A is singular (adjugate).
 #pragma once
 
 #include "kernels/lane_math.hpp"
@@ -606,6 +607,112 @@ TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, Acc& acc, lane_of<E>* pivots, E
     for (int j = 0; j < n * n; ++j) a[j] = select(singular, nan_element<E>(), a[j]);
   }
   return info;
+}
+
+// ---- adjugate: det(A) A^-1, also where A is singular ---------------------------------
+
+// adj(A) in place (the derivative of det A: d det = tr(adj(A) dA)), and det(A) into acc;
+// getri's last step is left to the caller, as invert leaves it: a becomes adj(A) P^T.
+// From P A = L U: adj(A) = det(P) adj(U) L^-1 P. Where no pivot is zero that is
+// det(A) Y, with invert's Y = U^-1 L^-1 = A^-1 P^T. Where pivots are exactly zero, at steps
+// z_1 < ... < z_m: L's columns z_i are zero (each pivot was the largest entry left in its
+// column), and U~, U with those pivots replaced by 1, is nonsingular. adj(U) has rank one
+// (U x = 0 for x = U~^-1 e_z1, y^T U = 0 for y^T = e_zm^T U~^-1), and its entry (z_1, z_m),
+// U + t e_zm e_z1^T's determinant per unit t, is det(U~) prod_i (U~^-1)[z_i][z_i+1] (the
+// determinant lemma for U = U~ - sum_i e_zi e_zi^T). With Y~ = U~^-1 L^-1, which agrees with
+// U~^-1 on those columns, adj(A) P^T = det(P) det(U~) prod_i Y~[z_i][z_i+1] (Y~ e_z1)(e_zm^T Y~):
+// exact where A has rank n - 1, and 0 (from the product) where its rank is lower. Where
+// det(P) det(U~) is out of range, it is applied as its mantissa times 2^exponent, so adj(A)
+// is finite wherever its entries are, also where det overflows. zero_pivot: n elements of scratch. n <= 2: the
+// adjugate's closed forms (transposed: a becomes adj(A)^T, as invert's do).
+template <int N, class E> TINYLA_HD void adjugate(shape<N, N> s, E* a, det_accum<E>& acc, lane_of<E>* pivots, E* column,
+                                                  lane_of<E>* zero_pivot, bool transposed = false) {
+  using L = lane_of<E>;
+  const int n = s.n();
+  if (n <= 2) {
+    if (n == 0) return;
+    pivots[0] = L(0);  // no column swaps
+    if (n == 1) {
+      acc.multiply(a[0]);
+      a[0] = make_element<E>(1.0);
+      return;
+    }
+    if constexpr (may_be_2x2<shape<N, N>>()) {
+      const E a00 = a[0], a01 = a[1], a10 = a[2], a11 = a[3];
+      acc = determinant(shape<N, 0>{n, 0}, a);
+      a[0] = a11, a[3] = a00;
+      a[1] = -(transposed ? a10 : a01), a[2] = -(transposed ? a01 : a10);
+    }
+    return;
+  }
+  const L info = eliminate(shape<N, 0>{n, 0}, a, static_cast<E*>(nullptr), acc, pivots);
+  const auto singular = info != L(0);
+  const bool any_singular = any_of(singular);
+  L last_zero = L(0);
+  TINYLA_UNROLL
+  for (int k = 0; k < n; ++k) {
+    const auto zero = is_zero(a[k * n + k]);
+    zero_pivot[k] = select(zero, L(1), L(0));
+    last_zero = select(zero, L(k), last_zero);
+    if (any_singular) a[k * n + k] = select(zero, make_element<E>(1.0), a[k * n + k]);
+  }
+  det_accum<E> scale = acc;  // det(P) det(U~): where no pivot is zero, det(A) (acc's operations)
+  if (any_singular) {
+    scale = det_accum<E>();
+    TINYLA_UNROLL
+    for (int k = 0; k < n; ++k) {
+      scale.flip(pivots[k] != L(k));
+      scale.multiply(a[k * n + k]);
+      if ((k & 15) == 15) scale.normalize();
+    }
+    scale.normalize();
+  }
+  invert_factored(s, a, column);
+  if (any_singular) {
+    const L first_zero = info - L(1);
+    // prod_i Y~[z_i][z_i+1], along the zero pivots after the first.
+    E chain = make_element<E>(1.0);
+    L previous = first_zero;
+    TINYLA_UNROLL
+    for (int k = 1; k < n; ++k) {
+      const auto next = (zero_pivot[k] == L(1)) & (L(k) > previous);
+      if (!any_of(next)) continue;
+      E y = a[k];
+      TINYLA_UNROLL
+      for (int r = 1; r < k; ++r) y = select(previous == L(r), a[r * n + k], y);
+      chain = select(next, chain * y, chain);
+      previous = select(next, L(k), previous);
+    }
+    TINYLA_UNROLL
+    for (int i = 0; i < n; ++i) {  // chain * (Y~ e_z1)
+      E y = a[i * n];
+      TINYLA_UNROLL
+      for (int k = 1; k < n; ++k) y = select(first_zero == L(k), a[i * n + k], y);
+      column[i] = chain * y;
+    }
+    TINYLA_UNROLL
+    for (int j = 0; j < n; ++j) {  // times e_zm^T Y~: column j's row-z_m entry read before it is written
+      E y = a[j];
+      TINYLA_UNROLL
+      for (int k = 1; k < n; ++k) y = select(last_zero == L(k), a[k * n + j], y);
+      TINYLA_UNROLL
+      for (int i = 0; i < n; ++i) a[i * n + j] = select(singular, column[i] * y, a[i * n + j]);
+    }
+  }
+  // Where det(P) det(U~) is a normal number, one multiply by it; elsewhere by its mantissa,
+  // then 2^exponent. Each lane's choice is its own.
+  using T = lane_real<L>;
+  const E factor = scale_by(scale.reported_sign(), scale.mant);
+  const auto in_range =
+      (scale.expo < L(std::numeric_limits<T>::max_exponent)) & (scale.expo > L(std::numeric_limits<T>::min_exponent));
+  const E det_u = scale_pow2(factor, select(in_range, scale.expo, L(0)));
+  const bool any_out_of_range = any_of(!in_range);
+  TINYLA_UNROLL
+  for (int j = 0; j < n * n; ++j) {
+    const E x = a[j];
+    a[j] = x * det_u;
+    if (any_out_of_range) a[j] = select(in_range, a[j], scale_pow2(x * factor, scale.expo));
+  }
 }
 
 }  // namespace tinyla::TINYLA_KERNEL_NS

@@ -190,6 +190,9 @@ template <class T> lapack_result<T> lapack_lu(const T* a, int n, bool want_inver
   inline tinyla_status log_det_laplacian(int64_t b, int64_t n, int64_t k, const T* g, const T* h, const T* d, T* grad, \
                                          T* lap) {                                                                     \
     return tinyla_log_det_laplacian_##sfx(b, n, k, g, h, d, grad, lap);                                                \
+  }                                                                                                                    \
+  inline tinyla_status det_adjugate(int64_t b, int64_t n, const T* a, T* d, T* adj) {                                  \
+    return tinyla_det_adjugate_##sfx(b, n, a, d, adj);                                                                 \
   }
 REF_BIND(float, float, f32)
 REF_BIND(double, double, f64)

@@ -107,9 +107,22 @@ template <class T> std::vector<T> make_input(reader& in, int64_t batch, int n, s
   return a;
 }
 
+// Equal bits, a NaN of any payload or sign matching any NaN.
+template <class T> bool same(T x, T y) {
+  if (isnan_any(x) || isnan_any(y)) return isnan_any(x) && isnan_any(y);
+  return std::memcmp(&x, &y, sizeof(T)) == 0;
+}
+template <class T> bool same(const std::vector<T>& x, const std::vector<T>& y) {
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!same(x[i], y[i])) return false;
+  return true;
+}
+
 template <class T> struct outputs {
   std::vector<T> sign, det, inv, inv_t, sol, sign2, inv2, inv_in_place;
   std::vector<T> tangents, grad, lap;  // log_det_laplacian on inv_t, a as Lap A, and tangents from a
+  std::vector<T> det2, adj;            // det_adjugate
   std::vector<real_t<T>> logabs, logabs2;
   std::vector<int32_t> info, info_t, info_s;
 };
@@ -138,24 +151,16 @@ template <class T> outputs<T> run_ops(const std::vector<T>& a, const std::vector
   FUZZ_CHECK(log_det_laplacian(batch, n, k, o.inv_t.data(), a.data(), o.tangents.data(), o.grad.data(), o.lap.data()) ==
                  TINYLA_OK,
              "log_det_laplacian");
+  o.det2.resize(batch), o.adj.resize(batch * nn);
+  FUZZ_CHECK(det_adjugate(batch, n, a.data(), o.det2.data(), o.adj.data()) == TINYLA_OK, "det_adjugate");
+  FUZZ_CHECK(same(o.det2, o.det), "det_adjugate's det differs from det's");
   return o;
 }
 
-// Equal bits, a NaN of any payload or sign matching any NaN.
-template <class T> bool same(T x, T y) {
-  if (isnan_any(x) || isnan_any(y)) return isnan_any(x) && isnan_any(y);
-  return std::memcmp(&x, &y, sizeof(T)) == 0;
-}
-template <class T> bool same(const std::vector<T>& x, const std::vector<T>& y) {
-  if (x.size() != y.size()) return false;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (!same(x[i], y[i])) return false;
-  return true;
-}
 template <class T> bool same(const outputs<T>& x, const outputs<T>& y) {
   return same(x.sign, y.sign) && same(x.det, y.det) && same(x.inv, y.inv) && same(x.inv_t, y.inv_t) &&
          same(x.sol, y.sol) && same(x.logabs, y.logabs) && x.info == y.info && x.info_s == y.info_s &&
-         same(x.grad, y.grad) && same(x.lap, y.lap);
+         same(x.grad, y.grad) && same(x.lap, y.lap) && same(x.adj, y.adj);
 }
 
 template <class T> long double norm_inf(const T* x, int n, int cols) {

@@ -144,11 +144,28 @@ def test_singular_and_nan_matrices():
     assert np.isnan(tlj.slogdet(nan)[1][1])
 
 
+def _cofactors(m):
+    """adj(m)^T of an integer matrix from its minors' determinants (numpy's, rounded: exact)."""
+    n = m.shape[-1]
+    if n == 1:
+        return np.ones_like(m)
+    c = np.empty_like(m)
+    for i in range(n):
+        for j in range(n):
+            minor = np.delete(np.delete(m, i, 0), j, 1)
+            d = np.linalg.det(minor)
+            c[i, j] = (-1) ** (i + j) * (np.round(d.real) + 1j * np.round(d.imag) if np.iscomplexobj(d)
+                                         else np.round(d))
+    return c
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 def test_det_derivatives_at_singular_matrices(dtype):
-    """n <= 2: det's derivatives are the adjugate's, finite at singular matrices, equal to
-    jnp's (its closed forms differentiate as polynomials); also where det overflows. n >= 3:
-    NaN, as documented (jnp's there come from its LU)."""
+    """det's first derivative is the adjugate at every matrix, singular ones too: n <= 2 from the
+    closed forms (every order equal to jnp's, also where det overflows), n >= 3 from the
+    kernel's LU with its zero pivots set to 1 -- exact for integer matrices of rank n - 1 whose
+    zero pivot is not the last (where jnp's LU-based rule is not) and 0 at lower rank. The second
+    derivative at singular n >= 3 is not finite, as documented."""
     a = jnp.array([[[1.0, 2.0], [2.0, 4.0]], [[0.0, 1.0], [0.0, 0.0]], np.zeros((2, 2)),
                    [[1e300, 3e300], [2e300, -1e300]], [[1.0, 2.0], [3.0, 4.0]]], dtype)
     holomorphic = np.issubdtype(dtype, np.complexfloating)
@@ -159,7 +176,34 @@ def test_det_derivatives_at_singular_matrices(dtype):
                          for f in (grad, lambda g: jax.jacfwd(grad(g), holomorphic=holomorphic)))
         np.testing.assert_array_equal(first[tlj], first[jnp.linalg])
         np.testing.assert_array_equal(second[tlj], second[jnp.linalg])
-    assert np.isnan(grad(tlj.det)(jnp.ones((3, 3), dtype))).all()
+    rng = np.random.default_rng(5)
+    for n in (3, 4, 6, 9, 33):
+        m = rng.integers(-3, 4, size=(6, n, n)).astype(dtype)
+        if holomorphic:
+            m = m + 1j * rng.integers(-3, 4, size=(6, n, n))
+        m[0] = np.arange(1, n * n + 1).reshape(n, n)  # rank 2
+        m[1, 2] = m[1, 0] + 2 * m[1, 1]  # a dependent row: rank n - 1
+        m[2, :, 1] = -3 * m[2, :, 0]  # a dependent column (an exact zero pivot before the last)
+        m[3, 1] = 0  # a zero row
+        m[4, 1], m[4, 2] = m[4, 0], 2 * m[4, 0]  # rank n - 2: adj = 0
+        first = jax.jit(jax.vmap(grad(tlj.det)))(jnp.asarray(m))
+        assert np.isfinite(first).all()
+        ref = np.array([_cofactors(x) for x in m])
+        rtol = 1e-13 if n < 10 else 1e-9  # (numpy's determinants of the 32 x 32 minors: not exact)
+        np.testing.assert_allclose(first, ref, rtol=rtol, atol=rtol * np.abs(ref).max(), err_msg=f"n={n}")
+    x = jnp.asarray(np.arange(1.0, 10.0).reshape(3, 3), dtype)
+    assert not np.isfinite(jax.hessian(tlj.det, holomorphic=holomorphic)(x)).all()
+
+
+def test_det_derivatives_from_one_factorization():
+    """det's derivative is one det_cofactors call: no second factorization for A^-1."""
+    a = random_matrices((4, 5, 5), np.float64, seed=2)
+    hlo = jax.jit(jax.grad(lambda x: tlj.det(x).sum())).lower(a).as_text()
+    assert hlo.count("stablehlo.custom_call") == 1 and "@tinyla_det_cofactors" in hlo
+    np.testing.assert_allclose(jax.grad(lambda x: tlj.det(x).sum())(a),
+                               jax.grad(lambda x: jnp.linalg.det(x).sum())(a), rtol=1e-12)
+    np.testing.assert_allclose(jax.hessian(tlj.det)(a[0]), jax.hessian(jnp.linalg.det)(a[0]), rtol=1e-10,
+                               atol=1e-12)
 
 
 def test_empty_batch_and_n_zero_under_jit_and_grad():
@@ -363,9 +407,13 @@ def test_gpu_lowering(platform):
     the same single custom call as on the CPU; without it, a clear error says how to build it."""
     a = random_matrices((4, 5, 5), np.float64, seed=3)
     traced = jax.jit(jax.grad(lambda x: tlj.slogdet(x)[1].sum())).trace(a)
+    det_grad = jax.jit(jax.grad(lambda x: tlj.det(x).sum())).trace(a)  # det_cofactors' jnp form on GPUs
     if platform in tlj.GPU_PLATFORMS:
         hlo = traced.lower(lowering_platforms=(platform,)).as_text()
         assert hlo.count("stablehlo.custom_call") == 1 and "@tinyla_slogdet_inv_transposed" in hlo
+        hlo = det_grad.lower(lowering_platforms=(platform,)).as_text()
+        assert "@tinyla_det(" in hlo and "@tinyla_det_cofactors" not in hlo
     else:
-        with pytest.raises(NotImplementedError, match=f"built without its {platform} backend"):
-            traced.lower(lowering_platforms=(platform,))
+        for t in (traced, det_grad):
+            with pytest.raises(NotImplementedError, match=f"built without its {platform} backend"):
+                t.lower(lowering_platforms=(platform,))
