@@ -78,6 +78,22 @@ template <class T> bool lapack_went_wrong(const std::vector<T>& lu, int n) {
   return any_nan(lu);
 }
 
+// det(A) from getrf's factors (lu, column-major), accumulated as the fast path's det_accum.
+template <class E, class T>
+kern::det_accum<E> determinant_of_factors(const std::vector<T>& lu, const std::vector<int>& ipiv) {
+  const int n = int(ipiv.size());
+  kern::det_accum<E> acc;
+  for (int i = 0; i < n; ++i) {
+    E u;
+    std::memcpy(&u, &lu[std::int64_t(i) * n + i], sizeof(E));
+    acc.flip(ipiv[i] != i + 1);
+    acc.multiply(u);
+    if ((i & 15) == 15) acc.normalize();
+  }
+  acc.normalize();
+  return acc;
+}
+
 // adj(A) into x (adj(A)^T with transposed) from getrf's factors (lu, column-major), as
 // adjugate in kernels/lu.hpp forms it: with the zero pivots z_1 < ... < z_m replaced by 1,
 // getri gives G = A~^-1 = Y~ P, and adj(A) = det(P) det(U~) prod_i Y~[z_i][z_i+1] (Y~ e_z1)
@@ -91,18 +107,7 @@ template <class T, class E> void adjugate_from_getrf(std::vector<T>& lu, const s
   std::vector<int> zeros;
   for (int i = 0; i < n; ++i)
     if (diagonal(i) == T(0)) zeros.push_back(i), diagonal(i) = T(1);
-  kern::det_accum<E> scale = acc;  // det(P) det(U~)
-  if (!zeros.empty()) {
-    scale = {};
-    for (int i = 0; i < n; ++i) {
-      E u;
-      std::memcpy(&u, &diagonal(i), sizeof(E));
-      scale.flip(ipiv[i] != i + 1);
-      scale.multiply(u);
-      if ((i & 15) == 15) scale.normalize();
-    }
-    scale.normalize();
-  }
+  const kern::det_accum<E> scale = zeros.empty() ? acc : determinant_of_factors<E>(lu, ipiv);  // det(P) det(U~)
   const int lwork = int(work.size());
   int info = 0;
   lapack<T>::getri(&n, lu.data(), &n, ipiv.data(), work.data(), &lwork, &info);
@@ -147,15 +152,7 @@ template <class T> void run_typed(const job& jb, std::int64_t begin, std::int64_
       continue;
     }
 
-    kern::det_accum<E> acc;
-    for (int i = 0; i < n; ++i) {
-      E u;
-      std::memcpy(&u, &lu[std::int64_t(i) * n + i], sizeof(E));
-      acc.flip(ipiv[i] != i + 1);
-      acc.multiply(u);
-      if ((i & 15) == 15) acc.normalize();
-    }
-    acc.normalize();
+    kern::det_accum<E> acc = determinant_of_factors<E>(lu, ipiv);
     if (has_nan && info == 0) acc.mant = std::numeric_limits<kern::lane_of<E>>::quiet_NaN();
 
     if (jb.kind == op::adjugate) {

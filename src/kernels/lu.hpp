@@ -623,8 +623,9 @@ TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, Acc& acc, lane_of<E>* pivots, E
 // U~^-1 on those columns, adj(A) P^T = det(P) det(U~) prod_i Y~[z_i][z_i+1] (Y~ e_z1)(e_zm^T Y~):
 // exact where A has rank n - 1, and 0 (from the product) where its rank is lower. Where
 // det(P) det(U~) is out of range, it is applied as its mantissa times 2^exponent, so adj(A)
-// is finite wherever its entries are, also where det overflows. zero_pivot: n elements of scratch. n <= 2: the
-// adjugate's closed forms (transposed: a becomes adj(A)^T, as invert's do).
+// is finite wherever its entries are, also where det overflows. zero_pivot: n elements of
+// scratch. n <= 2: the adjugate's closed forms (transposed: a becomes adj(A)^T, as invert's
+// do).
 template <int N, class E> TINYLA_HD void adjugate(shape<N, N> s, E* a, det_accum<E>& acc, lane_of<E>* pivots, E* column,
                                                   lane_of<E>* zero_pivot, bool transposed = false) {
   using L = lane_of<E>;
