@@ -181,6 +181,22 @@ TYPED_TEST(Adjugate, SameBitsEverywhere) {
   EXPECT_GT(compared, 0) << "no SIMD backend ran";
 }
 
+// In place (adj == a), as inv allows: the out-of-place bits, det too, both layouts.
+TYPED_TEST(Adjugate, InPlaceEqualsOutOfPlace) {
+  using T = TypeParam;
+  for (int n : {1, 2, 3, 5, 8, 9, 16, 33}) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const int64_t batch = 21;
+    const auto a = make_matrices<T>(batch, n, 5 * n + 1);
+    for (bool cofactors : {false, true}) {
+      const auto expect = run(a, batch, n, cofactors);
+      std::vector<T> in_place = a, d(batch);
+      ASSERT_EQ(det_adjugate<T>(batch, n, in_place.data(), d.data(), in_place.data(), cofactors), TINYLA_OK);
+      EXPECT_TRUE(bytes_of(adjugate_results<T>{d, in_place}) == bytes_of(expect)) << "cofactors " << cofactors;
+    }
+  }
+}
+
 TYPED_TEST(Adjugate, EdgeSizesAndArguments) {
   using T = TypeParam;
   const T junk = T(-7);
