@@ -11,10 +11,15 @@ Same numerics as the kernels:
   into halves whose products are exact), so it is accurate to a few ulps under cancellation
   and exactly 0 exactly when ad == bc;
 - singular: sign 0, logabsdet -inf, inverse and solution NaN-filled; NaN in, NaN out.
-Dekker's split rather than an fma: jax has no fma op. The half products are exact whether or
-not a compiler contracts them into fmas; a compiler that contracted the rounded product fl(a d)
-into the following subtraction would lose the compensation (back to about an ulp of |ad|).
-Verified on XLA's CPU backend (tests: exact rational references); not yet on a GPU.
+Dekker's scheme rather than an fma: jax has no fma op. Compilers contract a multiply and a
+following addition into an fma where they may: LLVM's GPU backends wherever XLA allows it
+(which it does), XLA's CPU backend where the product has one use (jit(lambda a, b, x: a*x + b*x)
+is fma(a, x, b*x) on jax 0.10's CPU). A rounded product fused into the subtraction that was to
+compensate it would lose the compensation (exactly singular matrices then get a nonzero
+determinant), so here no rounded product meets an addition: the split is done on the bits and
+every product that reaches an addition is exact (tests walk the jaxpr to check it), which
+makes the result the same with or without any such fusion. Verified on XLA's CPU backend
+(tests: exact rational references); not yet run on a GPU.
 
 Every function returns what the matching custom call returns (a tuple of arrays).
 """
@@ -78,19 +83,28 @@ def _log2_range_scale(fields, real, clamp=True):
     return jnp.clip(k, itype(1 - bias), itype(bias)) if clamp else k
 
 
+def _split(x):
+    """(hi, lo) with x = hi + lo exactly, hi x rounded to its leading 26 bits (float64; 12 for
+    float32) by integer operations on its bits, so that lo fits in as many: each product of
+    halves is exact. Integer operations, not Veltkamp's multiply by 2^27 + 1, which a compiler
+    that contracts multiply-adds into fmas turns into a split with no such property."""
+    info, itype, _ = _float_layout(x.dtype)
+    low = (info.nmant + 2) // 2  # mantissa bits rounded off: 27 of float64's 52, 12 of float32's 23
+    bits = lax.bitcast_convert_type(x, itype)
+    hi = lax.bitcast_convert_type((bits + itype(1 << (low - 1))) & itype(~((1 << low) - 1)), x.dtype)
+    return hi, x - hi
+
+
 def _two_product(x, y):
-    """(p, e) with p = fl(x y) and x y = p + e exactly, for |x|, |y| <= 4 (Dekker)."""
-    info = np.finfo(x.dtype)
-    splitter = np.asarray(2.0 ** ((info.nmant + 2) // 2) + 1, x.dtype)
-
-    def split(v):
-        t = splitter * v
-        hi = t - (t - v)
-        return hi, v - hi
-
-    (xh, xl), (yh, yl) = split(x), split(y)
-    p = x * y
-    return p, ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
+    """(p, e): p within an ulp of x y and x y = p + e exactly, for |x|, |y| <= 4 (no underflow),
+    from the exact products of their halves and additions only (Dekker's scheme). No rounded
+    product meets an addition, so a compiler that fuses multiplies into the following additions
+    (GPU backends do, and XLA's CPU backend where a product has one use) changes no bit: every
+    product it could fuse is exact."""
+    (xh, xl), (yh, yl) = _split(x), _split(y)
+    high, middle, low = xh * yh, xh * yl + xl * yh, xl * yl  # middle: both terms on one grid, exact
+    p = high + (middle + low)
+    return p, ((high - p) + middle) + low
 
 
 def _diff_of_products(x, y, u, v):
@@ -104,8 +118,13 @@ def _diff_of_products(x, y, u, v):
         return lax.complex(re, im)
     p, ep = _two_product(x, y)
     w, ew = _two_product(u, v)
-    # an infinite product has no error term (the split would make it NaN): inf propagates
-    return (p - w) + jnp.where(jnp.isfinite(p) & jnp.isfinite(w), ep - ew, jnp.zeros_like(p))
+    # An infinite or NaN entry: its halves are NaN, so the plain products' difference, inf
+    # propagating as in the kernels (the selects keep those products away from the subtraction).
+    plain_p, plain_w = x * y, u * v
+    finite = jnp.isfinite(plain_p) & jnp.isfinite(plain_w)
+    zero = jnp.zeros_like(p)
+    plain = jnp.where(finite, zero, plain_p) - jnp.where(finite, zero, plain_w)
+    return jnp.where(finite, (p - w) + (ep - ew), plain)
 
 
 def unit(z):

@@ -10,6 +10,7 @@ import pytest
 
 import tinyla.jax as tlj
 import tinyla.numpy as tln
+from tinyla import _closed_form
 from helpers import DTYPES, assert_close, random_matrices
 
 OPS = {
@@ -83,6 +84,104 @@ def test_extreme_entries_keep_logabsdet_finite(scale):
     # componentwise backward error: |A X - I| <= c u |A| |X| (rows of different size cancel in A X)
     residual = np.abs(np.einsum("bij,bjk->bik", a, x) - np.eye(2))
     assert (residual <= 8 * np.finfo(float).eps * np.einsum("bij,bjk->bik", np.abs(a), np.abs(x))).all()
+
+
+def _split_edge_matrices(dtype, count, seed):
+    """2x2 matrices whose entries sit on the edges of _split's rounding: mantissas of all ones
+    (the rounding carries into the exponent), exact ties at the rounded-off bit, powers of two,
+    random ones; a third exactly singular (proportional rows), a third nearly so."""
+    real = np.dtype(dtype).type(0).real.dtype
+    info = np.finfo(real)
+    low = (info.nmant + 2) // 2
+    rng = np.random.default_rng(seed)
+    mant = rng.random((count, 2, 2)) + 1  # [1, 2)
+    scale = np.exp2(info.nmant).astype(real)
+    ones = (2 - np.exp2(-info.nmant)).astype(real)  # all mantissa bits set
+    tie = (np.floor(mant * np.exp2(info.nmant - low)) * np.exp2(low) + np.exp2(low - 1)) / scale  # ...1000 at the cut
+    kind = rng.integers(0, 4, (count, 2, 2))
+    m = np.where(kind == 0, ones, np.where(kind == 1, tie, np.where(kind == 2, 1.0, mant))).astype(real)
+    m = m * rng.choice([-1, 1], m.shape) * np.exp2(rng.integers(-3, 2, m.shape))
+    third = count // 3
+    m[:third, 1] = m[:third, 0] * np.exp2(rng.integers(-2, 3, (third, 1)))  # exactly proportional rows
+    near = m[third:2 * third]  # d = b c / a, rounded: nearly singular (or exactly, where it rounds so)
+    near[:, 1, 1] = (near[:, 0, 1] * near[:, 1, 0] / near[:, 0, 0]).astype(real)
+    return m.astype(dtype)
+
+
+def _rounded_products_meeting_additions(fn, *args):
+    """Products in fn's jaxpr, evaluated on args, that feed an addition or a subtraction (directly
+    or negated) and are not exact: the ones that a compiler's contraction of a multiply and an
+    add into an fma would change. Returns a description of each."""
+    found = []
+
+    def literal(v):
+        return type(v).__name__ == "Literal"
+
+    def run(jaxpr, consts, args):
+        env, producer = {}, {}
+        read = lambda v: v.val if literal(v) else env[v]  # noqa: E731
+        env.update(zip(jaxpr.constvars, consts))
+        env.update(zip(jaxpr.invars, args))
+        for eqn in jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+            if inner is not None:
+                outs = run(inner.jaxpr, inner.consts, ins)
+            else:
+                outs = eqn.primitive.bind(*ins, **eqn.params)
+                outs = outs if eqn.primitive.multiple_results else [outs]
+            for v, o in zip(eqn.outvars, outs):
+                env[v], producer[v] = o, eqn
+            if eqn.primitive.name not in ("add", "sub"):
+                continue
+            for v in eqn.invars:
+                source = None if literal(v) else producer.get(v)
+                if source is not None and source.primitive.name == "neg" and not literal(source.invars[0]):
+                    source = producer.get(source.invars[0])
+                if source is None or source.primitive.name != "mul":
+                    continue
+                x, y, p = np.broadcast_arrays(*(np.asarray(read(w)) for w in (*source.invars, source.outvars[0])))
+                if not np.issubdtype(p.dtype, np.floating):
+                    continue
+                inexact = sum(Fraction(float(a)) * Fraction(float(b)) != Fraction(float(c))
+                              for a, b, c in zip(x.ravel(), y.ravel(), p.ravel())
+                              if np.isfinite(a) and np.isfinite(b) and np.isfinite(c))
+                if inexact:
+                    found.append(f"{source} ({inexact} of {p.size} inexact)")
+        return [read(v) for v in jaxpr.outvars]
+
+    closed = jax.make_jaxpr(fn)(*args)
+    run(closed.jaxpr, closed.consts, args)
+    return found
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_no_rounded_product_meets_an_addition(dtype):
+    """Compilers fuse a multiply and a following add into an fma where they may (GPU backends
+    wherever XLA allows it; XLA's CPU backend too where the product has one use). Dekker's
+    compensation survives that only if no rounded product feeds an addition: walk the closed
+    forms' jaxprs on inputs at the edges of the split, singular, nearly singular and spanning
+    the exponent range, and require every product that reaches an addition to be exact."""
+    a = _split_edge_matrices(dtype, 48, seed=3)
+    if np.issubdtype(dtype, np.complexfloating):
+        a = a + 1j * _split_edge_matrices(dtype, 48, seed=4)
+    a[-4:] *= np.array([[1e-30, 1e30], [1e-30, 1e30]]).astype(a.real.dtype)  # rows spanning the range (float32's too)
+    b = random_matrices((48, 2, 3), dtype, seed=5)
+    for op, args in (("det", (a,)), ("inv_transposed", (a,)), ("solve", (a, b))):
+        assert _rounded_products_meeting_additions(lambda *x: _closed_form.call(op, *x), *args) == [], op
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_split_edges_against_exact_arithmetic(dtype):
+    """Entries whose split rounds up into the next binade or sits on a tie, exactly singular and
+    nearly singular: det to a few ulps of the exact value, 0 exactly when ad == bc."""
+    a = _split_edge_matrices(dtype, 600, seed=7)
+    exact = np.array([float(exact_det(m)) for m in a])
+    det = np.asarray(jax.jit(tlj.det)(a)).astype(np.float64)
+    np.testing.assert_array_equal(det == 0, exact == 0)
+    assert (exact == 0).sum() >= 200
+    nonzero = exact != 0
+    assert np.max(np.abs(det[nonzero] - exact[nonzero]) / np.abs(exact[nonzero])) < 4 * np.finfo(dtype).eps
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
