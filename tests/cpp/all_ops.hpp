@@ -15,6 +15,22 @@
 
 namespace ref {
 
+// The arrays' bytes, one after the other, for bit-for-bit comparisons; every NaN made the same
+// quiet NaN, since a NaN's payload and sign depend on operand order inside an instruction.
+template <class... Arrays> std::vector<unsigned char> bytes_with_one_nan(Arrays... arrays) {
+  std::vector<unsigned char> bytes;
+  const auto append = [&](auto& v) {
+    using E = typename std::decay_t<decltype(v)>::value_type;
+    if constexpr (!std::is_integral_v<E>)
+      for (auto& e : v)
+        if (isnan_any(e)) e = E(std::numeric_limits<real_t<E>>::quiet_NaN());
+    const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+    bytes.insert(bytes.end(), p, p + v.size() * sizeof(E));
+  };
+  (append(arrays), ...);
+  return bytes;
+}
+
 // A fixture whose tests may switch the CPU backend and the thread count: both restored after each.
 class RestoresCpuSettings : public ::testing::Test {
  protected:
@@ -110,20 +126,8 @@ std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_o
       {.kind = op::inv, .batch = batch, .n = n, .a = a.data(), .x = x4.data(), .transpose_x = true},
   };
   for (const auto& jb : jobs) EXPECT_EQ(run(t, jb), TINYLA_OK) << "op " << int(jb.kind);
-  // Bits must match exactly, except that a NaN's payload and sign depend on
-  // operand order inside an instruction, so NaNs are compared as "NaN".
-  std::vector<unsigned char> bytes;
-  auto append = [&](auto v) {
-    if constexpr (!std::is_integral_v<typename decltype(v)::value_type>)
-      for (auto& e : v)
-        if (isnan_any(e)) e = std::numeric_limits<R>::quiet_NaN();
-    const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-    bytes.insert(bytes.end(), p, p + v.size() * sizeof(v[0]));
-  };
-  append(sign), append(logabs), append(d), append(x), append(info), append(sol), append(info_s), append(sol2),
-      append(info_s2), append(sign2), append(logabs2), append(x2), append(sign3), append(logabs3), append(x3),
-      append(x4);
-  return bytes;
+  return bytes_with_one_nan(sign, logabs, d, x, info, sol, info_s, sol2, info_s2, sign2, logabs2, x2, sign3, logabs3,
+                            x3, x4);
 }
 
 }  // namespace ref

@@ -136,16 +136,8 @@ TYPED_TEST(Adjugate, MatchesTheCofactorsInLongDouble) {
   }
 }
 
-// NaNs compared as NaN: their payload depends on operand order inside an instruction.
-template <class T> std::vector<unsigned char> bytes_of(adjugate_results<T> r) {
-  std::vector<unsigned char> out;
-  for (auto* v : {&r.det, &r.adj}) {
-    for (auto& e : *v)
-      if (isnan_any(e)) e = T(std::numeric_limits<real_t<T>>::quiet_NaN());
-    const auto* p = reinterpret_cast<const unsigned char*>(v->data());
-    out.insert(out.end(), p, p + v->size() * sizeof(T));
-  }
-  return out;
+template <class T> std::vector<unsigned char> bytes_of(const adjugate_results<T>& r) {
+  return bytes_with_one_nan(r.det, r.adj);
 }
 
 // Each lane its own: singular and nonsingular matrices side by side in a lane group, a NaN
