@@ -207,8 +207,7 @@ def _slogdet_sum_rule(weighted: bool):
         if not any(isinstance(x, FwdLaplArray) for x in xs):
             return tuple(_tlj._slogdet_sum(tuple(xs), weights))
         values = [x.x if isinstance(x, FwdLaplArray) else x for x in xs]
-        products, shift, inverses_t = _tlj._determinant_products(tuple(values), weights)  # one call per block
-        total = _tlj._weighted_sum(products, weights)
+        products, shift, inverses_t, total = _tlj._determinant_products(tuple(values), weights)  # one call per block
         sign, logabsdet = _tlj._sign_and_log(total, shift)
         terms = products if weights is None else products * weights
         p = terms / total[..., None]  # (..., K)

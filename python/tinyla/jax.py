@@ -510,18 +510,32 @@ def slogdet_inv(a) -> SlogdetInvResult:
 
 def _determinant_products(xs, weights):
     """Per term k, P_k = prod_s det(xs[s][..., k, :, :]) / e^m with m = max_k log|w_k P_k e^m|
-    (the shift that keeps the largest term at magnitude 1), m, and each block's A^-T, which
-    comes from the same fused call as its determinant."""
+    (the shift that keeps the largest term at magnitude 1), m, each block's A^-T, which comes
+    from the same fused call as its determinant, and psi / e^m = sum_k w_k P_k."""
     logs, signs, inverses_t = 0, 1, []
     for x in xs:
         sign, logabsdet, inverse_t = _slogdet_inv(x, True)
         logs, signs = logs + logabsdet, signs * sign
         inverses_t.append(inverse_t)
-    weighted = logs if weights is None else logs + jnp.log(jnp.abs(weights))
+    weighted, phases = logs, signs  # log|w_k P_k e^m| and the phase of w_k P_k
+    if weights is not None:
+        weighted, phases = logs + jnp.log(jnp.abs(weights)), signs * _closed_form.unit(weights)
     shift = jnp.max(weighted, axis=-1)
     # all terms zero (or an empty sum): no shift; the result is then (0, -inf)
     shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, jnp.zeros_like(shift)))
-    return signs * jnp.exp(logs - shift[..., None]), shift, inverses_t
+    total = jnp.sum(_signed_exp(phases, weighted - shift[..., None]), axis=-1)
+    return signs * jnp.exp(logs - shift[..., None]), shift, inverses_t, total
+
+
+def _signed_exp(phases, x):
+    """phases * exp(x), each real component a sign times an exponential: no rounded product meets
+    the sum that follows, so terms that are exact negatives of each other (equal determinants,
+    opposite weights) cancel exactly also where a compiler fuses a multiply into the next addition
+    (XLA's CPU backend fused w_k P_k into the sum: (w, -w) gave a term of about 1e-16, not 0)."""
+    if not jnp.iscomplexobj(phases):
+        return phases * jnp.exp(x)  # phases -1, 0 or 1: exact products
+    part = lambda c: jnp.sign(c) * jnp.exp(jnp.log(jnp.abs(c)) + x)  # noqa: E731
+    return jax.lax.complex(part(jnp.real(phases)), part(jnp.imag(phases)))
 
 
 def _weighted_sum(products, weights):
@@ -534,15 +548,14 @@ def _sign_and_log(total, shift):
 
 @jax.custom_jvp
 def _slogdet_sum(xs, weights):
-    products, shift, _ = _determinant_products(xs, weights)
-    return _sign_and_log(_weighted_sum(products, weights), shift)
+    _, shift, _, total = _determinant_products(xs, weights)
+    return _sign_and_log(total, shift)
 
 
 @_slogdet_sum.defjvp
 def _slogdet_sum_jvp(primals, tangents):
     (xs, weights), (dxs, dweights) = primals, tangents
-    products, shift, inverses_t = _determinant_products(xs, weights)
-    total = _weighted_sum(products, weights)
+    products, shift, inverses_t, total = _determinant_products(xs, weights)
     # d psi / e^m = sum_k (w_k P_k sum_s tr(A_ks^-1 dA_ks) + P_k dw_k); d log psi = that / (psi / e^m)
     dlog_products = sum(_trace_with_inverse(inv_t, dx, True) for inv_t, dx in zip(inverses_t, dxs))
     dtotal = _weighted_sum(products * dlog_products, weights)
