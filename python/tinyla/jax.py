@@ -528,13 +528,15 @@ def _determinant_products(xs, weights):
 
 
 def _signed_exp(phases, x):
-    """phases * exp(x), each real component a sign times an exponential: no rounded product meets
-    the sum that follows, so terms that are exact negatives of each other (equal determinants,
-    opposite weights) cancel exactly also where a compiler fuses a multiply into the next addition
-    (XLA's CPU backend fused w_k P_k into the sum: (w, -w) gave a term of about 1e-16, not 0)."""
+    """phases * exp(x) with no rounded product meeting the sum that follows, so that terms that are
+    exact negatives of each other (equal determinants, opposite weights) cancel exactly also where
+    a compiler fuses a multiply into the next addition (XLA's CPU backend fused w_k P_k into the
+    sum: (w, -w) gave a term of about 1e-16, not 0). Real phases are -1, 0 or 1: exact products;
+    a complex phase's parts multiply exp(x) as the closed forms' exact products of halves do."""
+    e = jnp.exp(x)
     if not jnp.iscomplexobj(phases):
-        return phases * jnp.exp(x)  # phases -1, 0 or 1: exact products
-    part = lambda c: jnp.sign(c) * jnp.exp(jnp.log(jnp.abs(c)) + x)  # noqa: E731
+        return phases * e
+    part = lambda c: _closed_form._two_product(c, e)[0]  # noqa: E731
     return jax.lax.complex(part(jnp.real(phases)), part(jnp.imag(phases)))
 
 
