@@ -19,11 +19,13 @@ struct workload_op {
   bool transpose_x;
   bool one_rhs;  // solve: one right-hand side (else none)
 };
-// slogdet: the forward pass; slogdet_inv (A^-T): its gradient; inv; solve with one right-hand side.
+// slogdet: the forward pass; slogdet_inv (A^-T): its gradient; inv; solve with one right-hand side;
+// det_cofactors: det and its gradient (jax.grad of det).
 constexpr workload_op ops[] = {{"slogdet", op::slogdet, false, false},
                                {"slogdet_inv", op::slogdet_inv, true, false},
                                {"inv", op::inv, false, false},
-                               {"solve", op::solve, false, true}};
+                               {"solve", op::solve, false, true},
+                               {"det_cofactors", op::adjugate, true, false}};
 
 template <class E> void print_plans(dtype t, long long batch, int max_n) {
   for (const workload_op& o : ops)

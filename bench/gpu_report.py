@@ -246,6 +246,7 @@ def traffic_and_flops(op: str, dtype: str, n: int) -> tuple[int, int, float]:
         "slogdet_inv": (n * n * e, scalars + n * n * e, 2 * n ** 3),
         "inv": (n * n * e, n * n * e, 2 * n ** 3),
         "solve": (n * n * e + n * e, n * e, lu + 2 * n * n),
+        "det_cofactors": (n * n * e, e + n * n * e, 2 * n ** 3),
     }[op]
     return read, write, flops * (1 if dtype.startswith("f") else 4)
 

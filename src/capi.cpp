@@ -71,17 +71,4 @@ TINYLA_DEFINE_LOG_DET_LAPLACIAN(f64, double)
 TINYLA_DEFINE_LOG_DET_LAPLACIAN(c64, void)
 TINYLA_DEFINE_LOG_DET_LAPLACIAN(c128, void)
 
-#define TINYLA_DEFINE_ADJUGATE(sfx, E)                                                                                 \
-  tinyla_status tinyla_det_adjugate_##sfx(int64_t batch, int64_t n, const E* a, E* det, E* adj) {                      \
-    return submit(dtype::sfx, {.kind = op::adjugate, .batch = batch, .n = n, .a = a, .x = adj, .det = det});           \
-  }                                                                                                                    \
-  tinyla_status tinyla_det_cofactors_##sfx(int64_t batch, int64_t n, const E* a, E* det, E* cof) {                     \
-    return submit(dtype::sfx,                                                                                          \
-                  {.kind = op::adjugate, .batch = batch, .n = n, .a = a, .x = cof, .det = det, .transpose_x = true});  \
-  }
-TINYLA_DEFINE_ADJUGATE(f32, float)
-TINYLA_DEFINE_ADJUGATE(f64, double)
-TINYLA_DEFINE_ADJUGATE(c64, void)
-TINYLA_DEFINE_ADJUGATE(c128, void)
-
 }  // extern "C"

@@ -57,4 +57,19 @@
                        .sign = sign,                                                                                   \
                        .logabsdet = logabsdet,                                                                         \
                        .transpose_x = true} TINYLA_UNPAREN EXTRA_ARGS);                                                \
+  }                                                                                                                    \
+  tinyla_status prefix##det_adjugate_##sfx(int64_t batch, int64_t n, const T* a, T* det,                               \
+                                           T* adj TINYLA_UNPAREN EXTRA_PARAMS) {                                       \
+    return SUBMIT(                                                                                                     \
+        DT, {.kind = op::adjugate, .batch = batch, .n = n, .a = a, .x = adj, .det = det} TINYLA_UNPAREN EXTRA_ARGS);   \
+  }                                                                                                                    \
+  tinyla_status prefix##det_cofactors_##sfx(int64_t batch, int64_t n, const T* a, T* det,                              \
+                                            T* cof TINYLA_UNPAREN EXTRA_PARAMS) {                                      \
+    return SUBMIT(DT, {.kind = op::adjugate,                                                                           \
+                       .batch = batch,                                                                                 \
+                       .n = n,                                                                                         \
+                       .a = a,                                                                                         \
+                       .x = cof,                                                                                       \
+                       .det = det,                                                                                     \
+                       .transpose_x = true} TINYLA_UNPAREN EXTRA_ARGS);                                                \
   }

@@ -13,16 +13,20 @@ namespace tinyla {
 
 // log_det_laplacian: derivatives of log det A from A^-T (kernels/log_det_laplacian.hpp); the
 // CPU alone runs it, no factorization. adjugate: x = adj(A) (adjugate in kernels/lu.hpp) and
-// det; the CPU alone runs it.
+// det.
 enum class op : int { slogdet, det, inv, solve, slogdet_inv, log_det_laplacian, adjugate };
 
 // What a factorizing kernel computes: the op's outputs are whichever job pointers are set.
-enum class family { determinant, inverse, solve };  // slogdet/det, inv/slogdet_inv/adjugate, solve
+enum class family { determinant, inverse, solve, adjugate };  // slogdet/det, inv/slogdet_inv, solve, adjugate
 
 constexpr family family_of(op kind) {  // of a factorizing op
-  return kind == op::solve ? family::solve
-                           : (kind == op::inv || kind == op::slogdet_inv || kind == op::adjugate ? family::inverse
-                                                                                                 : family::determinant);
+  switch (kind) {
+    case op::solve: return family::solve;
+    case op::inv:
+    case op::slogdet_inv: return family::inverse;
+    case op::adjugate: return family::adjugate;
+    default: return family::determinant;
+  }
 }
 
 // Pointers are to the whole batch; a backend may process any sub-range

@@ -54,6 +54,12 @@ template <class T>
 tinyla_status c_slogdet_inv_transposed(std::int64_t b, std::int64_t n, const T* a, T* s, real_t<T>* l, T* x, void* st) {
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_gpu_slogdet_inv_transposed, b, n, ptr(a), ptr(s), l, ptr(x), st)
 }
+template <class T> tinyla_status c_det_adjugate(std::int64_t b, std::int64_t n, const T* a, T* d, T* adj, void* st) {
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_gpu_det_adjugate, b, n, ptr(a), ptr(d), ptr(adj), st)
+}
+template <class T> tinyla_status c_det_cofactors(std::int64_t b, std::int64_t n, const T* a, T* d, T* cof, void* st) {
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_gpu_det_cofactors, b, n, ptr(a), ptr(d), ptr(cof), st)
+}
 
 }  // namespace detail
 
@@ -87,6 +93,12 @@ template <element T> void slogdet_inv_transposed(std::int64_t batch, std::int64_
                                                  real_t<T>* logabsdet, T* x, void* stream = nullptr) {
   detail::check(detail::c_slogdet_inv_transposed(batch, n, a, sign, logabsdet, x, stream), "slogdet_inv_transposed",
                 batch, n);
+}
+// adj = adj(A) (cofactors: adj(A)^T = d det / dA), det (nullable) = det A: tinyla.h's det_adjugate.
+template <element T> void det_adjugate(std::int64_t batch, std::int64_t n, const T* a, T* det, T* adj,
+                                       bool cofactors = false, void* stream = nullptr) {
+  detail::check((cofactors ? detail::c_det_cofactors<T> : detail::c_det_adjugate<T>)(batch, n, a, det, adj, stream),
+                cofactors ? "det_cofactors" : "det_adjugate", batch, n);
 }
 
 }  // namespace tinyla::gpu

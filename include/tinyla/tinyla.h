@@ -25,9 +25,20 @@
  *                the same with inv_t = (A^-1)^T written instead of A^-1, bit for bit
  *                its transpose: for real A that is d logabsdet / dA, the gradient
  *                (autodiff rules use it to skip a transposition pass).
+ *   det_adjugate adj[b] = adj(A_b), the adjugate -- det(A_b) A_b^-1 where A_b is
+ *                nonsingular, and defined where it is not: the derivative of the
+ *                determinant, d det A = tr(adj(A) dA), finite at every matrix with finite
+ *                entries (jax.grad of det). With one exactly zero pivot (rank n - 1) it is
+ *                formed from the same LU with that pivot replaced by 1 (README, "Numerical
+ *                conventions"); with two or more it is 0 up to rounding. det (may be NULL)
+ *                receives what tinyla_det writes. The scale is applied as a mantissa and a
+ *                power of two: no overflow where the entries of adj(A) are finite although
+ *                det(A) overflows.
+ *   det_cofactors  the same writing the cofactor matrix adj(A_b)^T, d det / dA entry by
+ *                entry, bit for bit the transpose.
  *   log_det_laplacian  (below) the gradient and Laplacian of log det A from A^-T.
  *
- * In-place use (inv == a, x == b) is allowed; other overlaps are undefined.
+ * In-place use (inv == a, adj == a, x == b) is allowed; other overlaps are undefined.
  */
 #ifndef TINYLA_TINYLA_H
 #define TINYLA_TINYLA_H
@@ -86,7 +97,11 @@ TINYLA_API const char* tinyla_cpu_backend(void);
   TINYLA_API tinyla_status prefix##inv_transposed_##sfx(int64_t batch, int64_t n, const E* a, E* inv_t,                \
                                                         int32_t* info TINYLA_UNPAREN EXTRA);                           \
   TINYLA_API tinyla_status prefix##slogdet_inv_transposed_##sfx(int64_t batch, int64_t n, const E* a, E* sign,         \
-                                                                R* logabsdet, E* inv_t TINYLA_UNPAREN EXTRA);
+                                                                R* logabsdet, E* inv_t TINYLA_UNPAREN EXTRA);          \
+  TINYLA_API tinyla_status prefix##det_adjugate_##sfx(int64_t batch, int64_t n, const E* a, E* det,                    \
+                                                      E* adj TINYLA_UNPAREN EXTRA);                                    \
+  TINYLA_API tinyla_status prefix##det_cofactors_##sfx(int64_t batch, int64_t n, const E* a, E* det,                   \
+                                                       E* cof TINYLA_UNPAREN EXTRA);
 
 TINYLA_DECLARE_OPS(tinyla_, f32, float, float, ())
 TINYLA_DECLARE_OPS(tinyla_, f64, double, double, ())
@@ -110,22 +125,6 @@ TINYLA_DECLARE_LOG_DET_LAPLACIAN(f32, float)
 TINYLA_DECLARE_LOG_DET_LAPLACIAN(f64, double)
 TINYLA_DECLARE_LOG_DET_LAPLACIAN(c64, void)
 TINYLA_DECLARE_LOG_DET_LAPLACIAN(c128, void)
-
-/* det_adjugate (CPU only): adj[b] = adj(A_b), the adjugate -- det(A_b) A_b^-1 where A_b is
- * nonsingular, and defined where it is not: the derivative of the determinant,
- * d det A = tr(adj(A) dA), finite at every matrix with finite entries (jax.grad of det).
- * With one exactly zero pivot (rank n - 1) it is formed from the same LU with that pivot
- * replaced by 1 (README, "Numerical conventions"); with two or more it is 0. det (may be NULL) receives
- * what tinyla_det writes. det_cofactors writes the cofactor matrix adj(A_b)^T instead,
- * d det / dA entry by entry. The adjugate's scale is applied as a mantissa and a power of
- * two: no overflow where the entries of adj(A) are finite although det(A) overflows. */
-#define TINYLA_DECLARE_ADJUGATE(sfx, E)                                                                                \
-  TINYLA_API tinyla_status tinyla_det_adjugate_##sfx(int64_t batch, int64_t n, const E* a, E* det, E* adj);            \
-  TINYLA_API tinyla_status tinyla_det_cofactors_##sfx(int64_t batch, int64_t n, const E* a, E* det, E* cof);
-TINYLA_DECLARE_ADJUGATE(f32, float)
-TINYLA_DECLARE_ADJUGATE(f64, double)
-TINYLA_DECLARE_ADJUGATE(c64, void)
-TINYLA_DECLARE_ADJUGATE(c128, void)
 
 #ifdef __cplusplus
 }

@@ -244,7 +244,7 @@ def _make_primitive(op: str, gpu_reference=None) -> Primitive:
     return prim
 
 
-_OPS = ("slogdet", "det", "inv", "inv_transposed", "solve", "slogdet_inv", "slogdet_inv_transposed")
+_OPS = ("slogdet", "det", "inv", "inv_transposed", "solve", "slogdet_inv", "slogdet_inv_transposed", "det_cofactors")
 _PRIMITIVES = {op: _make_primitive(op) for op in _OPS}
 
 
@@ -260,19 +260,6 @@ def _log_det_laplacian_jnp(inverse_t, lap_a, da):
 
 # No GPU kernel yet: GPUs run its jnp form.
 _PRIMITIVES["log_det_laplacian"] = _make_primitive("log_det_laplacian", gpu_reference=_log_det_laplacian_jnp)
-
-_jnp_det = jnp.linalg.det  # jnp's own, whatever use_for_jnp routes later
-
-
-def _det_cofactors_gpu(a):
-    """det_cofactors on GPUs (no kernel yet): tinyla's det and jnp's derivative of det, which is
-    the adjugate where A is nonsingular or its LU's one zero pivot is the last."""
-    d = _PRIMITIVES["det"].bind(a)[0]
-    _, det_vjp = jax.vjp(_jnp_det, a)
-    return d, det_vjp(jnp.ones_like(d))[0]
-
-
-_PRIMITIVES["det_cofactors"] = _make_primitive("det_cofactors", gpu_reference=_det_cofactors_gpu)
 
 
 # Largest n computed by element-wise XLA code instead of a custom call (see _closed_form).

@@ -306,7 +306,8 @@ constexpr bool paired_size(int64_t n) { return n >= 3 && n <= 6; }
 // solve skip its bookkeeping (a frexp per pivot: a third of the n = 1 inverse).
 // Transposed: an inverse written as A^-T, for compile-time 3 <= N < 8 (n <= 2 is transposed
 // by invert; run-time n and N = 8 as they leave the lanes, whichever the job asks).
-// Adjugate: family::inverse's op::adjugate, adj(A) in place of A^-1 (transposed as the job asks).
+// Adjugate: family::adjugate, the inverse's code with adj(A) in place of A^-1 (transposed as
+// the job asks).
 template <class T, int N, int P, family F, bool WithDet, bool Transposed = false, bool Adjugate = false>
 void run_range(const job& jb, int64_t begin, int64_t end) {
   using R = storage_real_t<T>;
@@ -408,8 +409,8 @@ template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t e
   constexpr int determinant_registers = lanes_of<storage_real_t<T>>() > 1 && paired_size(N) ? 2 : 1;
   switch (family_of(jb.kind)) {
     case family::determinant: return run_range<T, N, determinant_registers, family::determinant, true>(jb, begin, end);
+    case family::adjugate: return run_range<T, N, 1, family::inverse, true, false, true>(jb, begin, end);
     case family::inverse:
-      if (jb.kind == op::adjugate) return run_range<T, N, 1, family::inverse, true, false, true>(jb, begin, end);
       if constexpr (N >= 3 && N < 8)
         if (jb.transpose_x) {
           if (jb.kind == op::slogdet_inv) return run_range<T, N, 1, family::inverse, true, true>(jb, begin, end);

@@ -233,7 +233,7 @@ bool execute(dtype t, const job& jb) {
   // the split never changes any bits.
   std::int64_t m = 0;  // right-hand sides carried through the elimination
   if (jb.kind == op::solve) m = jb.nrhs;
-  if (jb.kind != op::log_det_laplacian && family_of(jb.kind) == family::inverse) m = jb.n;
+  if (family_of(jb.kind) == family::inverse || family_of(jb.kind) == family::adjugate) m = jb.n;
   double work = double(jb.n + 1) * double(jb.n + 1) * double(jb.n + m + 1) * double(jb.batch);
   if (jb.kind == op::log_det_laplacian) work *= double(jb.tangent_count + 1);  // a product per tangent
   auto p = get_pool();

@@ -64,6 +64,4 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_log_det_laplacian, (tinyla::xla_handler
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_det_cofactors, (tinyla::xla_handlers::det_cofactors_impl<cpu_calls>),
-                              ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
 #pragma GCC visibility pop

@@ -32,6 +32,9 @@ struct gpu_calls {
                                                bool transposed) const {
     return (transposed ? detail::c_slogdet_inv_transposed<T> : detail::c_slogdet_inv<T>)(b, n, a, s, l, x, stream);
   }
+  template <class T> tinyla_status det_cofactors(std::int64_t b, std::int64_t n, const T* a, T* d, T* cof) const {
+    return detail::c_det_cofactors<T>(b, n, a, d, cof, stream);
+  }
   static const char* why() { return tinyla_gpu_last_error(); }
   static void prepare_output(ffi::AnyBuffer&) {}
 };

@@ -208,7 +208,7 @@ ffi::Error slogdet_inv_impl(Ctx... ctx, ffi::AnyBuffer a, ffi::Result<ffi::AnyBu
   });
 }
 
-// a -> det (...) and the cofactor matrix adj(A)^T (..., n, n): the C API's det_cofactors (CPU only).
+// a -> det (...) and the cofactor matrix adj(A)^T (..., n, n): the C API's det_cofactors.
 template <class Calls, class... Ctx> ffi::Error det_cofactors_impl(Ctx... ctx, ffi::AnyBuffer a,
                                                                    ffi::Result<ffi::AnyBuffer> det,
                                                                    ffi::Result<ffi::AnyBuffer> cofactors) {
@@ -280,4 +280,6 @@ ffi::Error log_det_laplacian_impl(Ctx... ctx, ffi::AnyBuffer inv_t, ffi::AnyBuff
                      BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS);          \
   TINYLA_XLA_HANDLER(prefix##slogdet_inv_transposed,                                                                   \
                      (tinyla::xla_handlers::slogdet_inv_impl<CALLS, true TINYLA_UNPAREN CTX>),                         \
-                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS)
+                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS);          \
+  TINYLA_XLA_HANDLER(prefix##det_cofactors, (tinyla::xla_handlers::det_cofactors_impl<CALLS TINYLA_UNPAREN CTX>),      \
+                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS)

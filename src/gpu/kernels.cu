@@ -68,7 +68,8 @@ static_assert(warp_width_count == 2 && warp_widths[0] == 16 && warp_widths[1] ==
   TINYLA_TEAM_KERNEL(team, team_variant, F, E, DT)                                                                     \
   TINYLA_TEAM_KERNEL(warp16, warp_variant(16), F, E, DT) TINYLA_TEAM_KERNEL(warp32, warp_variant(32), F, E, DT)
 #define TINYLA_TYPE_KERNELS(E, DT)                                                                                     \
-  TINYLA_FAMILY_KERNELS(determinant, E, DT) TINYLA_FAMILY_KERNELS(inverse, E, DT) TINYLA_FAMILY_KERNELS(solve, E, DT)
+  TINYLA_FAMILY_KERNELS(determinant, E, DT)                                                                            \
+  TINYLA_FAMILY_KERNELS(inverse, E, DT) TINYLA_FAMILY_KERNELS(solve, E, DT) TINYLA_FAMILY_KERNELS(adjugate, E, DT)
 
 TINYLA_TYPE_KERNELS(float, f32)
 TINYLA_TYPE_KERNELS(double, f64)

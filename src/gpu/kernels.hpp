@@ -112,9 +112,10 @@ template <int N, class E> TINYLA_HD void solve_in_registers(const E* lu, const i
 }
 
 // One matrix, compile-time n = N, in the caller's registers a (overwritten by
-// its factors); for family::inverse the inverse (transposed when the job says
-// so) is written to out, each column of Y to its place (column_positions);
-// solve writes X to the job's x (for n <= 2 in place: x holds B).
+// its factors); for family::inverse the inverse (family::adjugate: the
+// adjugate), transposed when the job says so, is written to out, each column
+// of Y to its place (column_positions); solve writes X to the job's x (for
+// n <= 2 in place: x holds B).
 template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, int64_t b, E* a, E* out) {
   using L = lane_of<E>;
   [[maybe_unused]] constexpr int nn = N * N;  // unused at N = 0
@@ -123,10 +124,15 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
   L info = L(0);
   if constexpr (F == family::determinant) {
     acc = determinant(sq, a);
-  } else if constexpr (F == family::inverse) {
+  } else if constexpr (F == family::inverse || F == family::adjugate) {
     L pivots[N > 0 ? N : 1];
     E column[N > 0 ? N : 1];
-    info = invert(sq, a, acc, pivots, column, jb.transpose_x);  // n <= 2 transposes itself
+    if constexpr (F == family::adjugate) {
+      L zero_pivot[N > 0 ? N : 1];
+      adjugate(sq, a, acc, pivots, column, zero_pivot, jb.transpose_x);  // n <= 2 transposes itself
+    } else {
+      info = invert(sq, a, acc, pivots, column, jb.transpose_x);  // n <= 2 transposes itself
+    }
     int pos[N > 0 ? N : 1];
     column_positions<N>(pivots, pos);
     // One loop, the transpose in the address: with a loop per branch clang merged
@@ -200,7 +206,7 @@ template <family F, int N, class E, class Block> TINYLA_HD void per_thread_kerne
       if (rhs != x + b * nb)
         for (int64_t i = 0; i < nb; ++i) x[b * nb + i] = rhs[i];
     }
-    thread_matrix<F, N>(jb, b, m, F == family::inverse ? x + b * nn : nullptr);  // x: null for a determinant
+    thread_matrix<F, N>(jb, b, m, F == family::determinant || F == family::solve ? nullptr : x + b * nn);
   }
 }
 
@@ -409,29 +415,87 @@ template <class E> TINYLA_HD void solve_column(int n, const E* lu, const int* pi
     for (int i = 0; i < n; ++i) col[i * ld] = nan_element<E>();
 }
 
-// Row i of A^-1 from team_factor's LU and pivots, into row[j * ld] (j < n):
-// the entries invert_factored in lu.hpp computes, each with the same
-// operations in the same order (rows are independent: a thread per row).
-template <class E>
-TINYLA_HD void inverse_row(int n, int i, const E* lu, const int* piv, E* row, int64_t ld, bool singular) {
+// Row i of Y = A^-1 P^T from team_factor's LU, into row[j * ld] (j < n): the
+// entries invert_factored in lu.hpp computes, each with the same operations in
+// the same order (rows are independent: a thread per row). UnitZeroPivots: with
+// U's exactly zero pivots taken as 1 (adjugate's Y~).
+template <bool UnitZeroPivots = false, class E>
+TINYLA_HD void factored_inverse_row(int n, int i, const E* lu, E* row, int64_t ld) {
   const auto at = [&](int, int p) -> E& { return row[p * ld]; };
   for (int j = 0; j < i; ++j) row[j * ld] = make_element<E>(0.0);
   for (int j = i; j < n; ++j) {  // U^-1
     E sum[1] = {make_element<E>(0.0)};
     if (j > i) staggered_sums<1>(i, j, sum, at, [&](int, int p) { return lu[p * n + j]; });
-    row[j * ld] = inverse_of_u_entry(j == i, sum[0], pivot_inverse<E>(lu[j * n + j]));
+    const E u_jj = UnitZeroPivots ? unit_if_zero(lu[j * n + j]) : lu[j * n + j];
+    row[j * ld] = inverse_of_u_entry(j == i, sum[0], pivot_inverse<E>(u_jj));
   }
   for (int j = n - 2; j >= 0; --j)  // times L^-1
     subtract_dot_products_group<1, E>(
         n - 1 - j, 0, [&](int) -> E& { return row[j * ld]; }, [&](int, int p) { return row[(j + 1 + p) * ld]; },
         [&](int, int p) { return lu[(j + 1 + p) * n + j]; });
-  for (int k = n - 2; k >= 0; --k)  // the row swaps undone on the columns
+}
+
+// getri's last step on a row of Y: the row swaps undone on its columns, the last first.
+template <class E> TINYLA_HD void undo_row_swaps(int n, const int* piv, E* row, int64_t ld) {
+  for (int k = n - 2; k >= 0; --k)
     if (piv[k] != k) {
       const E u = read_element(row[k * ld]);
       row[k * ld] = row[piv[k] * ld], row[piv[k] * ld] = u;
     }
+}
+
+// Row i of A^-1 from team_factor's LU and pivots (NaN where singular).
+template <class E>
+TINYLA_HD void inverse_row(int n, int i, const E* lu, const int* piv, E* row, int64_t ld, bool singular) {
+  factored_inverse_row(n, i, lu, row, ld);
+  undo_row_swaps(n, piv, row, ld);
   if (singular)
     for (int j = 0; j < n; ++j) row[j * ld] = nan_element<E>();
+}
+
+// The team's rows of adj(A), as adjugate in lu.hpp forms them (see there), from
+// the LU and pivots in lu (its buffer is scratch afterwards), info and det(A) in
+// acc: row i of Y~ (A^-1 P^T with U's zero pivots taken as 1) into row i of x
+// stored as its column i (x[j * n + i], as inverse_row's rows are stored); where
+// A is singular, the rank-one product chain * (Y~ e_z1)(e_zm^T Y~), read from the
+// team's rows after a barrier, row z_m copied to lu first; then times det(P)
+// det(U~) and the column swaps. x null: an inactive team, which takes part in
+// the block's barriers (3).
+template <class E, class Block> TINYLA_HD void team_adjugate(Block& blk, team_id tm, int n, E* lu, const int* piv,
+                                                             lane_of<E> info, const det_accum<E>& acc, E* x) {
+  using L = lane_of<E>;
+  const bool singular = x && info != L(0);
+  if (x)
+    for (int i = tm.rank; i < n; i += tm.size) factored_inverse_row<true>(n, i, lu, x + i, n);
+  blk.sync();  // Y~ written
+  const auto y = [&](int r, int c) { return x[c * n + r]; };
+  E chain = make_element<E>(1.0);
+  const int first_zero = int(info) - 1;
+  int last_zero = first_zero;
+  if (singular) {
+    TINYLA_UNROLL_INNER
+    for (int k = first_zero + 1; k < n; ++k)
+      if (is_zero(lu[k * n + k])) chain = chain * y(last_zero, k), last_zero = k;
+  }
+  const det_accum<E> scale =
+      singular ? det_of_unit_pivots<E>(
+                     n, [&](int k) { return unit_if_zero(lu[k * n + k]); }, [&](int k) { return piv[k] != k; })
+               : acc;
+  blk.sync();  // lu read
+  if (singular)
+    for (int j = tm.rank; j < n; j += tm.size) lu[j] = y(last_zero, j);
+  blk.sync();  // row z_m in lu
+  if (!x) return;
+  const scale_by_accum<E> by_scale(scale);
+  for (int i = tm.rank; i < n; i += tm.size) {
+    E* row = x + i;
+    const E column = singular ? chain * y(i, first_zero) : chain;  // read before the row is written
+    for (int j = 0; j < n; ++j) {
+      const E v = singular ? column * lu[j] : row[j * n];
+      row[j * n] = by_scale.apply(v);
+    }
+    undo_row_swaps(n, piv, row, n);
+  }
 }
 
 // x (n x n, row-major) := its transpose, through the team's buffer (where its
@@ -502,6 +566,7 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     blk.sync();
     if constexpr (W > 0) info = warp_factor<W, F != family::determinant, false>(blk, tm.rank, n, lu, piv, acc);
     else info = team_factor(blk, tm, n, lu, piv, best_val, best_row, acc);
+    if constexpr (F == family::adjugate) team_adjugate(blk, tm, n, lu, piv, info, acc, active ? x + b * nx : nullptr);
     if (active) {
       if constexpr (F == family::inverse) {
         // Row i of the inverse, stored as column i: A^-T, the team's threads
@@ -515,7 +580,7 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
       if (tm.rank == 0) store_outputs(jb, b, acc, info);
     }
     blk.sync();  // the next round overwrites lu and piv
-    if constexpr (F == family::inverse)
+    if constexpr (F == family::inverse || F == family::adjugate)
       if (!jb.transpose_x) transpose_through(blk, tm, n, lu, active ? x + b * nx : nullptr);
   }
 }

@@ -47,14 +47,19 @@ template <class T> TINYLA_HD T min_of(T a, T b) { return a < b ? a : b; }
 inline constexpr int max_per_thread_n = 8;
 // ... and only while what a thread keeps live fits in this many 32-bit
 // registers (A; for an inverse, computed in place, also one column and the
-// n pivot rows; for a solve one column of B and the pivot rows as integers):
+// n pivot rows, and for an adjugate the n zero-pivot flags; for a solve one
+// column of B and the pivot rows as integers):
 // past that the compiler spills to local memory (ptxas -v on sm_90: float64
 // n = 8 inverses take 210 registers; complex128 n = 6 spilled 16 bytes as an
 // inverse, 24 as a solve).
 inline constexpr int per_thread_register_budget = 160;
 template <class E> constexpr int64_t per_thread_words(family f, int64_t n) {
   const int64_t elements = n * n + (f == family::determinant ? 0 : n);
-  const int64_t pivot_bytes = n * (f == family::inverse ? int64_t(sizeof(lane_of<E>)) : f == family::solve ? 4 : 0);
+  const int64_t lane = sizeof(lane_of<E>);
+  const int64_t pivot_bytes = n * (f == family::inverse    ? lane
+                                   : f == family::adjugate ? 2 * lane
+                                   : f == family::solve    ? 4
+                                                           : 0);
   return (elements * int64_t(sizeof(E)) + pivot_bytes) / 4;
 }
 template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
@@ -205,7 +210,8 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
 // which the host (backend.cpp) looks up by name in the module it loads. A
 // variant as an int: n >= 0 for a per-thread kernel, team_variant, or
 // warp_variant(W).
-inline constexpr const char* family_names[] = {"determinant", "inverse", "solve"};
+inline constexpr const char* family_names[] = {"determinant", "inverse", "solve", "adjugate"};
+inline constexpr int family_count = int(sizeof family_names / sizeof family_names[0]);
 inline constexpr int team_variant = -1;
 constexpr int warp_variant(int width) { return -width; }
 constexpr int warp_width_of(int variant) { return variant < team_variant ? -variant : 0; }
@@ -222,11 +228,11 @@ inline constexpr std::array<int, kernel_variants> all_variants = [] {
   for (int i = 0; i < warp_width_count; ++i) v[max_per_thread_n + 2 + i] = warp_variant(warp_widths[i]);
   return v;
 }();
-inline constexpr int kernel_count = dtype_count * 3 * kernel_variants;
+inline constexpr int kernel_count = dtype_count * family_count * kernel_variants;
 constexpr int kernel_index(dtype t, family f, int variant) {
   int slot = 0;
   while (all_variants[slot] != variant) ++slot;
-  return (int(t) * 3 + int(f)) * kernel_variants + slot;
+  return (int(t) * family_count + int(f)) * kernel_variants + slot;
 }
 // The kernel's name in the device image (as above).
 struct kernel_name_buffer {
@@ -253,6 +259,7 @@ template <class E, class Visit> void dispatch_kernel(const job& jb, const launch
       case family::determinant: return kernel.template operator()<family::determinant>();
       case family::inverse: return kernel.template operator()<family::inverse>();
       case family::solve: return kernel.template operator()<family::solve>();
+      case family::adjugate: return kernel.template operator()<family::adjugate>();
     }
   };
   const int variant = variant_of(plan, jb.n);

@@ -611,6 +611,43 @@ TINYLA_HD lane_of<E> invert(shape<N, N> s, E* a, Acc& acc, lane_of<E>* pivots, E
 
 // ---- adjugate: det(A) A^-1, also where A is singular ---------------------------------
 
+// u, or 1 where u is exactly zero: U~'s diagonal entry (adjugate, below).
+template <class E> TINYLA_HD E unit_if_zero(E u) { return select(is_zero(u), make_element<E>(1.0), u); }
+
+// det(P) det(U~) from U~'s diagonal entries diag(k) and whether step k swapped rows (moved(k)).
+template <class E, class Diag, class Moved> TINYLA_HD det_accum<E> det_of_unit_pivots(int n, Diag diag, Moved moved) {
+  det_accum<E> scale;
+  TINYLA_UNROLL
+  for (int k = 0; k < n; ++k) {
+    scale.flip(moved(k));
+    scale.multiply(diag(k));
+    if ((k & 15) == 15) scale.normalize();
+  }
+  scale.normalize();
+  return scale;
+}
+
+// Multiplication by a det_accum's value (the adjugate's scale): where it is a normal number,
+// one multiply by it; elsewhere by its mantissa, then 2^exponent. Each lane's choice is its own.
+template <class E> struct scale_by_accum {
+  using L = lane_of<E>;
+  using T = lane_real<L>;
+  E factor, value;
+  L expo;
+  mask_of<L> in_range;
+  bool any_out_of_range;
+  TINYLA_HD explicit scale_by_accum(const det_accum<E>& s) : factor(scale_by(s.reported_sign(), s.mant)), expo(s.expo) {
+    in_range = (s.expo < L(std::numeric_limits<T>::max_exponent)) & (s.expo > L(std::numeric_limits<T>::min_exponent));
+    value = scale_pow2(factor, select(in_range, s.expo, L(0)));
+    any_out_of_range = any_of(!in_range);
+  }
+  TINYLA_HD E apply(E x) const {
+    E y = x * value;
+    if (any_out_of_range) y = select(in_range, y, scale_pow2(x * factor, expo));
+    return y;
+  }
+};
+
 // adj(A) in place (the derivative of det A: d det = tr(adj(A) dA)), and det(A) into acc;
 // getri's last step is left to the caller, as invert leaves it: a becomes adj(A) P^T.
 // From P A = L U: adj(A) = det(P) adj(U) L^-1 P. Where no pivot is zero that is
@@ -655,19 +692,13 @@ template <int N, class E> TINYLA_HD void adjugate(shape<N, N> s, E* a, det_accum
     const auto zero = is_zero(a[k * n + k]);
     zero_pivot[k] = select(zero, L(1), L(0));
     last_zero = select(zero, L(k), last_zero);
-    if (any_singular) a[k * n + k] = select(zero, make_element<E>(1.0), a[k * n + k]);
+    if (any_singular) a[k * n + k] = unit_if_zero(a[k * n + k]);
   }
-  det_accum<E> scale = acc;  // det(P) det(U~): where no pivot is zero, det(A) (acc's operations)
-  if (any_singular) {
-    scale = det_accum<E>();
-    TINYLA_UNROLL
-    for (int k = 0; k < n; ++k) {
-      scale.flip(pivots[k] != L(k));
-      scale.multiply(a[k * n + k]);
-      if ((k & 15) == 15) scale.normalize();
-    }
-    scale.normalize();
-  }
+  // det(P) det(U~): where no pivot is zero, det(A) (acc's operations)
+  const det_accum<E> scale = any_singular
+                                 ? det_of_unit_pivots<E>(
+                                       n, [&](int k) { return a[k * n + k]; }, [&](int k) { return pivots[k] != L(k); })
+                                 : acc;
   invert_factored(s, a, column);
   if (any_singular) {
     const L first_zero = info - L(1);
@@ -700,20 +731,9 @@ template <int N, class E> TINYLA_HD void adjugate(shape<N, N> s, E* a, det_accum
       for (int i = 0; i < n; ++i) a[i * n + j] = select(singular, column[i] * y, a[i * n + j]);
     }
   }
-  // Where det(P) det(U~) is a normal number, one multiply by it; elsewhere by its mantissa,
-  // then 2^exponent. Each lane's choice is its own.
-  using T = lane_real<L>;
-  const E factor = scale_by(scale.reported_sign(), scale.mant);
-  const auto in_range =
-      (scale.expo < L(std::numeric_limits<T>::max_exponent)) & (scale.expo > L(std::numeric_limits<T>::min_exponent));
-  const E det_u = scale_pow2(factor, select(in_range, scale.expo, L(0)));
-  const bool any_out_of_range = any_of(!in_range);
+  const scale_by_accum<E> by_scale(scale);
   TINYLA_UNROLL
-  for (int j = 0; j < n * n; ++j) {
-    const E x = a[j];
-    a[j] = x * det_u;
-    if (any_out_of_range) a[j] = select(in_range, a[j], scale_pow2(x * factor, scale.expo));
-  }
+  for (int j = 0; j < n * n; ++j) a[j] = by_scale.apply(a[j]);
 }
 
 }  // namespace tinyla::TINYLA_KERNEL_NS

@@ -66,9 +66,12 @@ std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_o
       case 0:
         for (int i = 0; i < n * n; ++i) m[i] *= R(1e-40) * std::numeric_limits<R>::min();
         break;  // tiny pivots
-      case 1:
-        for (int i = 0; i < n; ++i) m[i * n] = T(0);
-        break;  // singular
+      case 1:   // singular: a zero column, somewhere (a zero pivot there), or two (rank n - 2)
+        for (int i = 0; i < n; ++i) {
+          m[i * n + (b / 5) % n] = T(0);
+          if ((b / 5) % 3 == 0) m[i * n + (b / 5 + 1) % n] = T(0);
+        }
+        break;
       case 2: m[(b / 5) % (n * n)] = T(std::numeric_limits<R>::quiet_NaN()); break;
       case 3:
         for (int i = 0; i < n * n; ++i) m[i] *= big_scale<T>();
@@ -82,7 +85,7 @@ std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_o
   const auto rhs = make_batch<T>(kind::random, batch, n, 7);  // (batch, n, n): nrhs = n
   const auto rhs2 = make_batch<T>(kind::random, batch * wide, 1, 8);
   std::vector<T> sign(batch), d(batch), x(a.size()), sol(rhs.size()), sol2(rhs2.size() * n), sign2(batch), x2(a.size()),
-      sign3(batch), x3(a.size()), x4(a.size());
+      sign3(batch), x3(a.size()), x4(a.size()), d2(batch), adj(a.size()), cof(a.size());
   std::vector<R> logabs(batch), logabs2(batch), logabs3(batch);
   std::vector<int32_t> info(batch), info_s(batch), info_s2(batch);
   std::vector<T> b2(rhs2.size() * n);
@@ -124,10 +127,12 @@ std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_o
        .logabsdet = logabs3.data(),
        .transpose_x = true},
       {.kind = op::inv, .batch = batch, .n = n, .a = a.data(), .x = x4.data(), .transpose_x = true},
+      {.kind = op::adjugate, .batch = batch, .n = n, .a = a.data(), .x = adj.data(), .det = d2.data()},
+      {.kind = op::adjugate, .batch = batch, .n = n, .a = a.data(), .x = cof.data(), .transpose_x = true},
   };
   for (const auto& jb : jobs) EXPECT_EQ(run(t, jb), TINYLA_OK) << "op " << int(jb.kind);
   return bytes_with_one_nan(sign, logabs, d, x, info, sol, info_s, sol2, info_s2, sign2, logabs2, x2, sign3, logabs3,
-                            x3, x4);
+                            x3, x4, d2, adj, cof);
 }
 
 }  // namespace ref

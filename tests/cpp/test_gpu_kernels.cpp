@@ -231,4 +231,38 @@ TYPED_TEST(GpuKernels, LargeNAsAccurateAsLapack) {
   }
 }
 
+// The adjugate past the CPU's fast path, against the long-double one: det(A) A^-1, and where
+// column c of A is zero, its one nonzero row c, adj(A)[c][j] = det(A with column c set to e_j)
+// (Cramer). The GPU's team kernel within 32x the CPU's (LAPACK's LU) error.
+TYPED_TEST(GpuKernels, LargeNAdjugateAsAccurateAsLapack) {
+  using T = TypeParam;
+  using W = wide_t<T>;
+  const int n = 40, zero_column = 17;
+  const int64_t batch = 4, nn = int64_t(n) * n;
+  auto a = make_batch<T>(kind::random, batch, n, 98);
+  for (int i = 0; i < n; ++i) a[(3 * n + i) * n + zero_column] = T(0);  // matrix 3: rank n - 1
+  std::vector<T> gpu(a.size()), cpu(a.size());
+  tinyla::job jb{.kind = tinyla::op::adjugate, .batch = batch, .n = n, .a = a.data(), .x = gpu.data()};
+  ASSERT_EQ(emulated_gpu<T>(2)(tinyla::dtype_of<T>, jb), TINYLA_OK);
+  jb.x = cpu.data();
+  ASSERT_EQ(run_on_cpu(tinyla::dtype_of<T>, jb), TINYLA_OK);
+  for (int64_t b = 0; b < batch; ++b) {
+    SCOPED_TRACE("matrix " + std::to_string(b));
+    std::vector<W> expected(size_t(nn), W(0));
+    const auto det_of = [](const wide_result<T>& r) { return r.sign * W(std::exp(r.logabs)); };
+    if (b < 3) {
+      const auto wide = wide_lu(a.data() + b * nn, n, true);
+      for (int64_t i = 0; i < nn; ++i) expected[i] = det_of(wide) * wide.inv[i];
+    } else {
+      std::vector<T> m(a.begin() + b * nn, a.begin() + (b + 1) * nn);
+      for (int j = 0; j < n; ++j) {
+        for (int i = 0; i < n; ++i) m[i * n + zero_column] = T(i == j ? 1 : 0);
+        expected[zero_column * n + j] = det_of(wide_lu(m.data(), n, false));
+      }
+    }
+    const long double cpu_err = rel_err_F(cpu, expected, b * nn, nn), gpu_err = rel_err_F(gpu, expected, b * nn, nn);
+    EXPECT_LE(gpu_err, 32 * cpu_err + n * eps<T>()) << "cpu " << double(cpu_err);
+  }
+}
+
 }  // namespace
