@@ -11,6 +11,10 @@ log-sum-exp. Only the determinant step differs between contenders:
   sum      tinyla.jax.slogdet_sum over both blocks, the whole signed sum in one op
   standin  a zero-cost stand-in of the same shapes: log|product of the diagonal|, then the
            same signed log-sum-exp (the Amdahl limit: everything but the determinant)
+  every_entry (--every-entry) a stand-in that reads every entry, log|sum of the entries|, whose
+           derivatives are dense like a determinant's: the diagonal stand-in's cotangents and
+           tangents are zero off the diagonal, which XLA may exploit in the model's own
+           derivatives (docs/benchmarks.md, Table 3)
 
 Workloads (over a batch of walkers, float64):
   E_L folx      local energy, the kinetic term by folx's forward Laplacian
@@ -96,6 +100,12 @@ DETERMINANTS = {
     "sum": lambda blocks: tuple(tlj.slogdet_sum(blocks)),
     "standin": _per_block(standin_slogdet),
 }
+
+
+def _every_entry(a):
+    total = jnp.sum(a, axis=(-2, -1))
+    return jnp.sign(total), jnp.log(jnp.abs(total))
+
 
 
 def make_log_psi(n_el: int, contender: str):
@@ -189,7 +199,12 @@ def main() -> int:
     ap.add_argument("--walkers", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--png", default="ansatz_step.png")
+    ap.add_argument("--every-entry", action="store_true",
+                    help="also the stand-in that reads every entry (contender every_entry, last columns)")
     args = ap.parse_args()
+    if args.every_entry:
+        DETERMINANTS["every_entry"] = _per_block(_every_entry)
+    extra = " every-entry stand-in ms | every-entry / tinyla |" if args.every_entry else ""
     jax.config.update("jax_enable_x64", True)
     import tinyla
     tinyla.set_num_threads(1)
@@ -200,8 +215,8 @@ def main() -> int:
     print(f"\nFermiNet-like ansatz step ({LAYERS} layers of widths {WIDTH_1}/{WIDTH_2}, K = {K} determinants, "
           f"two spin blocks, envelopes), float64, one thread; time per call, best of {repeats}, interleaved")
     print("| n_el | blocks | walkers | workload | jnp ms | tinyla ms | slogdet_sum ms | stand-in ms | jnp / tinyla | "
-          "jnp / slogdet_sum | stand-in / tinyla | det share of jnp | max rel. diff |")
-    print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "jnp / slogdet_sum | stand-in / tinyla | det share of jnp | max rel. diff |" + extra)
+    print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * bool(extra))
     rows = []
     for n_el in (int(s) for s in args.electrons.split(",")):
         n_walkers = count if n_el <= 16 else max(count // 4, 1)  # n_el = 32: a quarter, to bound the run time
@@ -217,7 +232,8 @@ def main() -> int:
             print(f"| {n_el} | {'+'.join(map(str, spins(n_el)))} | {n_walkers} | {workload} | " +
                   " | ".join(f"{best[c] * 1e3:.1f}" for c in ("jnp", "tinyla", "sum", "standin")) +
                   f" | **{best['jnp'] / best['tinyla']:.2f}x** | {best['jnp'] / best['sum']:.2f}x | "
-                  f"{best['standin'] / best['tinyla']:.2f} | {1 - best['standin'] / best['jnp']:.0%} | {diff:.1e} |")
+                  f"{best['standin'] / best['tinyla']:.2f} | {1 - best['standin'] / best['jnp']:.0%} | {diff:.1e} |" +
+                  (f" {best['every_entry'] * 1e3:.1f} | {best['every_entry'] / best['tinyla']:.2f} |" if extra else ""))
     if args.png:
         plot(rows, args.png)
         print(f"\nplot: {args.png}")
