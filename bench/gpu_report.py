@@ -11,9 +11,10 @@ of a CMake build folder) and the launch plans (tinyla_gpu_plans, built from src/
   shared memory), the theoretical occupancy and which limit binds, and a prediction: the
   longest of (bytes moved) / (HBM bandwidth), (flops) / (FP64 peak), (bytes read) / (the
   bandwidth the loads in flight can draw by Little's law: resident threads x loads in flight x
-  bytes per load / memory latency, per SM or CU), and for the team kernel (the shared-memory
-  operands of its dot products) / (shared-memory bandwidth) and (its inverse's and solves'
-  accesses to global memory) / (L1 bandwidth, taken as shared memory's).
+  bytes per load / memory latency, per SM or CU), and for the team kernels (the shared-memory
+  operands of their dot products, or a warp team's shuffles) / (shared-memory bandwidth) and
+  (their inverse's and solves' accesses to global memory) / (L1 bandwidth, taken as shared
+  memory's).
 The prediction is an optimistic bound from static facts, not a timing: scripts/gpu-check prints
 measured times beside it on a GPU (--measured).
 
@@ -251,6 +252,19 @@ def traffic_and_flops(op: str, dtype: str, n: int) -> tuple[int, int, float]:
     return read, write, flops * (1 if dtype.startswith("f") else 4)
 
 
+def warp_shuffle_bytes(dtype: str, n: int, width: int) -> int:
+    """Bytes a warp team's LU (warp_factor, src/gpu/kernels.hpp) moves through the shuffle
+    datapath per matrix: every shuffle instruction moves a 32-bit word for each of the team's
+    `width` threads, whichever of them use it. At each of its n steps: the pivot's butterfly,
+    log2(width) rounds of the candidate's magnitude (real) and its key (an int); the pivot to
+    every row; then U's row k, entries k+1..n-1, to the rows below. (Counted in the sm_90
+    SASS: SHFL.IDX, two per float64; gfx942 runs them as ds_bpermute_b32, through its LDS.)"""
+    real = ELEMENT_BYTES[dtype] // (1 if dtype.startswith("f") else 2)
+    words, real_words = ELEMENT_BYTES[dtype] // 4, real // 4
+    per_step = int(math.log2(width)) * (real_words + 1) + words
+    return (n * per_step + words * n * (n - 1) // 2) * width * 4
+
+
 @dataclass
 class Prediction:
     resident: int = 0  # warps / waves per SM / CU the kernel's resources allow
@@ -276,18 +290,19 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         "loads in flight": batch * read / little if little else math.inf,
     }
     if plan.team > 1:
-        # The LU's dot products read both operands from shared memory, or in a warp team
-        # (its rows in registers) one, U's row, by a shuffle (which takes the same datapath:
-        # 32 lanes x 4 bytes a clock); the inverse's and the solves' one (the factors; the
-        # other is their output, in global memory).
+        # The team kernel's LU reads both operands of its dot products from shared memory; a
+        # warp team's (its rows in registers) shuffles instead (warp_shuffle_bytes), on the
+        # same datapath (32 lanes x 4 bytes a clock). The inverse's and the solves' dot products
+        # read one operand there (the factors; the other is their output, in global memory).
         e = ELEMENT_BYTES[plan.dtype]
         fmas = flops / 2 / (1 if plan.dtype.startswith("f") else 4)  # of the element type
         lu_fmas = fmas if plan.op == "slogdet" else fmas / 3
-        lu_operands = 1 if "_warp" in plan.kernel else 2
+        warp = re.search(r"_warp(\d+)$", plan.kernel)
+        lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, int(warp.group(1))) if warp else 2 * lu_fmas * e
         # inv transposes A^-T through shared memory: n^2 elements written there and read back.
         transposed = 2 * plan.n ** 2 if plan.op == "inv" else 0
-        times["shared memory"] = (batch * (lu_operands * lu_fmas + (fmas - lu_fmas) + transposed) * e /
-                                  g.shared_bytes_per_s)
+        times["shuffles" if warp else "shared memory"] = (batch * (lu_bytes + (fmas - lu_fmas + transposed) * e) /
+                                                         g.shared_bytes_per_s)
         # The inverse (a row per thread, stored as a column of A^-T) and the solves (a column
         # per thread) work in global memory, about n^2 accesses per row or column, counted at
         # L1 speed (optimistic): the element each, as a team's threads touch consecutive ones;
@@ -418,8 +433,9 @@ def main() -> int:
         print(f"\nThe ({args.batch // 64}, 64, N, N) {args.dtype} workload: occupancy from the plan and the "
               f"registers; predicted time = max(bytes / HBM, flops / FP64 peak, bytes read / Little's-law "
               f"bandwidth of the loads in flight (latency {H100.latency_s * 1e9:.0f} ns on H100, "
-              f"{MI300X.latency_s * 1e9:.0f} ns on MI300X, assumed); team kernel: also shared-memory operands / "
-              f"shared-memory bandwidth, and its inverse's and solves' global accesses / L1 bandwidth):")
+              f"{MI300X.latency_s * 1e9:.0f} ns on MI300X, assumed); team kernels: also shared-memory operands "
+              f"and a warp team's shuffles / shared-memory bandwidth, and their inverse's and solves' global "
+              f"accesses / L1 bandwidth):")
     print("\n".join(workload_table(rows)))
     if args.measured:
         g = {"H100": H100, "H200": H200, "MI300X": MI300X}[args.measured_on]
