@@ -125,33 +125,37 @@ template <class E, class M> TINYLA_HD void swap_where(M t, E* x, E* y, int len, 
 // Swaps rows k and p_w (len elements each, p_w = lane w of piv) in each lane w.
 // A lane with p_w = k swaps row k with itself. For run-time n: no branch on the
 // pivots, which are as good as random (a branch per candidate row mispredicted
-// often enough to cost a third of the n = 16 determinant on 4096 matrices). Row
-// k stays in registers across the lanes, a chunk of columns at a time.
+// often enough to cost a third of the n = 16 determinant on 4096 matrices).
+// Column by column, every row involved is loaded before any is stored, lanes
+// that share a pivot row writing it together (same: the lanes whose pivot row
+// is lane w's): no load of the swap depends on one of its stores (lane after
+// lane, each lane's load of its row followed the previous lane's store; this
+// order took 0.87-0.96x that time at n = 9..16 on a Zen 4, AVX2 and AVX-512).
 template <class E, class L> TINYLA_HD void swap_rows_per_lane(L piv, int k, E* x, int len) {
   using traits = lane_traits<L>;
-  constexpr int chunk = 4;
+  constexpr int W = traits::width;
   E* row_k = x + k * len;
-  int j0 = 0;
-  const auto swap_chunk = [&](auto cols) {
-    E kept[cols()];
+  E* row_p[W];
+  mask_of<L> same[W];
+  TINYLA_UNROLL
+  for (int w = 0; w < W; ++w) {
+    const int p = int(traits::value(piv, w));
+    row_p[w] = x + p * len;
+    same[w] = piv == L(p);
+  }
+  TINYLA_UNROLL_INNER
+  for (int j = 0; j < len; ++j) {
+    const E old = row_k[j];
+    E theirs[W];
     TINYLA_UNROLL
-    for (int c = 0; c < cols(); ++c) kept[c] = row_k[j0 + c];
+    for (int w = 0; w < W; ++w) theirs[w] = row_p[w][j];
+    E fresh = old;
     TINYLA_UNROLL
-    for (int w = 0; w < traits::width; ++w) {
-      const auto lane = traits::only_lane(w);
-      E* row_p = x + int(traits::value(piv, w)) * len;
-      TINYLA_UNROLL
-      for (int c = 0; c < cols(); ++c) {
-        const E v = row_p[j0 + c];
-        row_p[j0 + c] = select(lane, kept[c], v);
-        kept[c] = select(lane, v, kept[c]);
-      }
-    }
+    for (int w = 0; w < W; ++w) fresh = select(traits::only_lane(w), theirs[w], fresh);
     TINYLA_UNROLL
-    for (int c = 0; c < cols(); ++c) row_k[j0 + c] = kept[c];
-  };
-  for (; j0 + chunk <= len; j0 += chunk) swap_chunk(std::integral_constant<int, chunk>{});
-  for (; j0 < len; ++j0) swap_chunk(std::integral_constant<int, 1>{});
+    for (int w = 0; w < W; ++w) row_p[w][j] = select(same[w], old, theirs[w]);
+    row_k[j] = fresh;
+  }
 }
 
 template <class E> TINYLA_HD lane_of<E> first_zero_pivot(lane_of<E> info, E pivot, int k) {
