@@ -290,15 +290,20 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         "loads in flight": batch * read / little if little else math.inf,
     }
     if plan.team > 1:
-        # The team kernel's LU reads both operands of its dot products from shared memory; a
-        # warp team's (its rows in registers) shuffles instead (warp_shuffle_bytes), on the
-        # same datapath (32 lanes x 4 bytes a clock). The inverse's and the solves' dot products
+        # The team kernel's LU reads both operands of its dot products from shared memory, and
+        # at each step every thread reads the team's pivot candidates (team_factor); a warp
+        # team's (its rows in registers) shuffles instead (warp_shuffle_bytes), on the same
+        # datapath (32 lanes x 4 bytes a clock). The inverse's and the solves' dot products
         # read one operand there (the factors; the other is their output, in global memory).
         e = ELEMENT_BYTES[plan.dtype]
         fmas = flops / 2 / (1 if plan.dtype.startswith("f") else 4)  # of the element type
         lu_fmas = fmas if plan.op == "slogdet" else fmas / 3
         warp = re.search(r"_warp(\d+)$", plan.kernel)
-        lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, int(warp.group(1))) if warp else 2 * lu_fmas * e
+        if warp:
+            lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, int(warp.group(1)))
+        else:  # candidates: a magnitude and a row each
+            real = e if plan.dtype.startswith("f") else e // 2
+            lu_bytes = 2 * lu_fmas * e + plan.n * plan.team ** 2 * (real + 4)
         # inv transposes A^-T through shared memory: n^2 elements written there and read back.
         transposed = 2 * plan.n ** 2 if plan.op == "inv" else 0
         times["shuffles" if warp else "shared memory"] = (batch * (lu_bytes + (fmas - lu_fmas + transposed) * e) /

@@ -68,7 +68,7 @@ handle kernel(runtime::runtime& rt, context_kernels& k, dtype t, family f, int n
 }
 
 template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
-  const launch_plan plan = plan_launch<E>(jb);
+  const launch_plan plan = plan_launch<E>(jb, launch_options());
   if (plan.blocks == 0) return TINYLA_OK;
   if (plan.block_threads > (plan.per_thread ? max_per_thread_block : max_team_block))  // tests keep this from happening
     return fail(TINYLA_BACKEND_ERROR, "internal: the launch plan exceeds the kernel's launch bounds");

@@ -28,6 +28,8 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "job.hpp"
@@ -121,6 +123,24 @@ struct plan_options {
   int warp_team_up_to = max_warp_width;     // larger n (or a team_size given): the LU in shared memory
   int team_size = 0;                        // 0: min(n, max_team_size)
 };
+
+// The launcher's options: the defaults, or with the environment variable
+// TINYLA_GPU_TEAMS=shared the LU of 9 <= n <= 32 in shared memory (the team
+// kernel) instead of in a warp team's registers, so that a GPU can time both
+// (scripts/gpu-check): the compilers' figures alone do not settle which is
+// faster (docs/gpu.md). Read once per process; another value than warp or
+// shared: a warning on stderr and the default, as for TINYLA_ISA.
+inline plan_options launch_options() {
+  static const plan_options options = [] {
+    plan_options o;
+    const char* env = std::getenv("TINYLA_GPU_TEAMS");
+    if (!env || !*env || std::strcmp(env, "warp") == 0) return o;
+    if (std::strcmp(env, "shared") == 0) o.warp_team_up_to = 0;
+    else std::fprintf(stderr, "tinyla: TINYLA_GPU_TEAMS=%s is neither warp nor shared; using warp\n", env);
+    return o;
+  }();
+  return options;
+}
 
 struct launch_plan {
   bool per_thread = true;

@@ -165,7 +165,7 @@ template <class T> void every_op_on_the_stand_in(int64_t n, void* stream, std::s
                      .transpose_x = transposed};
       if (kind == op::det || kind == op::adjugate) jb.sign = jb.logabsdet = nullptr, jb.info = nullptr;
       if (kind != op::det && kind != op::adjugate) jb.det = nullptr;
-      const auto plan = kern::plan_launch<kern_element<T>>(jb);
+      const auto plan = kern::plan_launch<kern_element<T>>(jb, kern::launch_options());
       SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " op=" + std::to_string(int(kind)) +
                    (transposed ? " transposed" : "") + (plan.per_thread ? " per-thread" : " team"));
       kernels.insert(kern::kernel_index(tinyla::dtype_of<T>, kern::family_of(kind), kern::variant_of(plan, n)));
@@ -198,6 +198,18 @@ TEST(StandIn, EveryPlannedKernelIsInTheImageAndEachCallIsOneLaunch) {
   EXPECT_EQ(c["module_load"], 1);                      // the image, once (in the one context)
   EXPECT_EQ(c["get_function"], long(kernels.size()));  // each kernel looked up once, and found
   EXPECT_GT(kernels.size(), 4u * 4u * 6u);             // most per-thread n of every family and type, and teams
+}
+
+// TINYLA_GPU_TEAMS (ctest runs StandIn.* with it unset, "shared" and a bad value): the plan
+// options the launcher takes, whose kernels the test above then finds it looking up.
+TEST(StandIn, TeamsFromTheEnvironment) {
+  const char* env = std::getenv("TINYLA_GPU_TEAMS");
+  const bool shared = env && std::string(env) == "shared";
+  EXPECT_EQ(kern::launch_options().warp_team_up_to, shared ? 0 : kern::max_warp_width);
+  const tinyla::job jb{.kind = op::slogdet_inv, .batch = 1, .n = 16};
+  const auto plan = kern::plan_launch<double>(jb, kern::launch_options());
+  EXPECT_FALSE(plan.per_thread);
+  EXPECT_EQ(plan.warp_width, shared ? 0 : 16);
 }
 
 TEST(StandIn, LaunchesOnTheCallersStream) {
