@@ -126,11 +126,11 @@ template <class E, class M> TINYLA_HD void swap_where(M t, E* x, E* y, int len, 
 // A lane with p_w = k swaps row k with itself. For run-time n: no branch on the
 // pivots, which are as good as random (a branch per candidate row mispredicted
 // often enough to cost a third of the n = 16 determinant on 4096 matrices).
-// Column by column, every row involved is loaded before any is stored, lanes
-// that share a pivot row writing it together (same: the lanes whose pivot row
-// is lane w's): no load of the swap depends on one of its stores (lane after
-// lane, each lane's load of its row followed the previous lane's store; this
-// order took 0.87-0.96x that time at n = 9..16 on a Zen 4, AVX2 and AVX-512).
+// Column by column, row k and every lane's pivot row are loaded before any is
+// stored, and lanes that share a pivot row (same[w]: the lanes whose pivot row
+// is lane w's) write it alike, so no load waits for a store of the same swap
+// (lane after lane, each lane loading after the previous lane's store, took
+// 1.05-1.15x this time at n = 9..16 on a Zen 4, AVX2 and AVX-512).
 template <class E, class L> TINYLA_HD void swap_rows_per_lane(L piv, int k, E* x, int len) {
   using traits = lane_traits<L>;
   constexpr int W = traits::width;
