@@ -6,7 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "cpu/dispatch.hpp"
@@ -29,6 +33,71 @@ template <class... Arrays> std::vector<unsigned char> bytes_with_one_nan(Arrays.
   };
   (append(arrays), ...);
   return bytes;
+}
+
+// One output array of run_all_ops as bytes_with_one_nan, with what a failure message needs
+// to say where two backends differ.
+struct op_output {
+  std::string name;  // the op and the array, e.g. "slogdet_inv logabsdet"
+  std::vector<unsigned char> bytes;
+  int64_t per_matrix = 1;  // elements per matrix of the batch
+  size_t element_bytes = 1;
+  std::string (*show)(const unsigned char*) = nullptr;  // one element as text
+  bool operator==(const op_output& o) const { return name == o.name && bytes == o.bytes; }
+};
+
+template <class E> std::string show_element(const unsigned char* p) {
+  E e;
+  std::memcpy(&e, p, sizeof(E));
+  std::ostringstream s;
+  s.precision(std::numeric_limits<real_t<E>>::max_digits10);
+  if constexpr (is_complex<E>) s << "(" << e.real() << ", " << e.imag() << ")";
+  else s << +e;
+  return s.str();
+}
+
+template <class E> op_output output_bytes(std::string name, const std::vector<E>& v, int64_t per_matrix) {
+  return {std::move(name), bytes_with_one_nan(v), std::max<int64_t>(per_matrix, 1), sizeof(E), &show_element<E>};
+}
+
+// What run_all_ops returns: compare with ==; first_difference says where two runs part.
+struct all_outputs {
+  std::vector<op_output> arrays;
+  bool operator==(const all_outputs&) const = default;
+};
+
+// What the matrix at `b` of run_all_ops's batch is made of.
+inline const char* matrix_kind(int64_t b) {
+  static const char* kinds[] = {"tiny pivots", "singular", "a NaN", "scaled up", "halves (tied pivots)"};
+  return b % 5 ? "random" : kinds[(b / 5) % 5];
+}
+
+// "" where `got` and `want` agree bit for bit; else, per array that differs, how many
+// matrices do and the first of them: its kind, the entry, both values.
+inline std::string first_difference(const all_outputs& got, const all_outputs& want) {
+  if (got.arrays.size() != want.arrays.size()) return "different numbers of output arrays";
+  std::ostringstream s;
+  for (size_t k = 0; k < got.arrays.size(); ++k) {
+    const op_output &g = got.arrays[k], &w = want.arrays[k];
+    if (g == w) continue;
+    if (g.bytes.size() != w.bytes.size()) {
+      s << g.name << ": " << g.bytes.size() << " bytes, expected " << w.bytes.size() << "\n";
+      continue;
+    }
+    const size_t eb = g.element_bytes, matrix_bytes = eb * size_t(g.per_matrix);
+    int64_t first = -1, differing = 0;
+    for (size_t m = 0; m * matrix_bytes < g.bytes.size(); ++m)
+      if (std::memcmp(&g.bytes[m * matrix_bytes], &w.bytes[m * matrix_bytes], matrix_bytes) != 0) {
+        if (first < 0) first = int64_t(m);
+        ++differing;
+      }
+    size_t e = size_t(first) * g.per_matrix;
+    while (std::memcmp(&g.bytes[e * eb], &w.bytes[e * eb], eb) == 0) ++e;
+    s << g.name << ": " << differing << " of " << g.bytes.size() / matrix_bytes << " matrices differ; the first, "
+      << first << " (" << matrix_kind(first) << "), at entry " << e - size_t(first) * g.per_matrix << ": "
+      << g.show(&g.bytes[e * eb]) << ", expected " << w.show(&w.bytes[e * eb]) << "\n";
+  }
+  return s.str();
 }
 
 // A fixture whose tests may switch the CPU backend and the thread count: both restored after each.
@@ -54,9 +123,9 @@ template <class T> T rounded_to_halves(T v) {
 }
 
 // Runs every op over a batch mixing random, singular, NaN, subnormal-pivot,
-// scaled and tied-pivot matrices; returns all outputs as bytes. run(dtype, job) -> status.
+// scaled and tied-pivot matrices (matrix_kind); returns every output. run(dtype, job) -> status.
 template <class T, class Runner = decltype(&run_on_cpu)>
-std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_on_cpu) {
+all_outputs run_all_ops(int n, int64_t batch, Runner run = &run_on_cpu) {
   using R = real_t<T>;
   using tinyla::op;
   auto a = make_batch<T>(kind::random, batch, n, 4242 + n);
@@ -131,8 +200,17 @@ std::vector<unsigned char> run_all_ops(int n, int64_t batch, Runner run = &run_o
       {.kind = op::adjugate, .batch = batch, .n = n, .a = a.data(), .x = cof.data(), .transpose_x = true},
   };
   for (const auto& jb : jobs) EXPECT_EQ(run(t, jb), TINYLA_OK) << "op " << int(jb.kind);
-  return bytes_with_one_nan(sign, logabs, d, x, info, sol, info_s, sol2, info_s2, sign2, logabs2, x2, sign3, logabs3,
-                            x3, x4, d2, adj, cof);
+  const int64_t nn = int64_t(n) * n;
+  return {{output_bytes("slogdet sign", sign, 1), output_bytes("slogdet logabsdet", logabs, 1),
+           output_bytes("det", d, 1), output_bytes("inv", x, nn), output_bytes("inv info", info, 1),
+           output_bytes("solve (nrhs = n)", sol, nn), output_bytes("solve (nrhs = n) info", info_s, 1),
+           output_bytes("solve (nrhs = 2n + 1)", sol2, n * wide),
+           output_bytes("solve (nrhs = 2n + 1) info", info_s2, 1), output_bytes("slogdet_inv sign", sign2, 1),
+           output_bytes("slogdet_inv logabsdet", logabs2, 1), output_bytes("slogdet_inv inverse", x2, nn),
+           output_bytes("slogdet_inv_t sign", sign3, 1), output_bytes("slogdet_inv_t logabsdet", logabs3, 1),
+           output_bytes("slogdet_inv_t inverse^T", x3, nn), output_bytes("inv_t", x4, nn),
+           output_bytes("det_adjugate det", d2, 1), output_bytes("det_adjugate adjugate", adj, nn),
+           output_bytes("det_cofactors", cof, nn)}};
 }
 
 }  // namespace ref

@@ -26,7 +26,7 @@ TYPED_TEST(Consistency, EverySimdBackendMatchesScalarLanesBitForBit) {
     for (const char* isa : {"vec128", "avx2", "avx512"}) {
       if (!tinyla::cpu::select_backend(isa)) continue;  // not built or not runnable here
       SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " " + isa);
-      EXPECT_TRUE(run_all_ops<T>(n, batch) == expect);
+      EXPECT_EQ(first_difference(run_all_ops<T>(n, batch), expect), "");
       ++compared;
     }
   }
@@ -43,7 +43,7 @@ TYPED_TEST(Consistency, ThreadCountsGiveIdenticalBits) {
     for (int threads : {2, 7}) {
       tinyla_set_num_threads(threads);
       EXPECT_EQ(tinyla_get_num_threads(), threads);
-      EXPECT_TRUE(run_all_ops<T>(n, batch) == expect) << threads << " threads";
+      EXPECT_EQ(first_difference(run_all_ops<T>(n, batch), expect), "") << threads << " threads";
     }
   }
 }

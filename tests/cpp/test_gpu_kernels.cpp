@@ -94,8 +94,9 @@ TYPED_TEST(GpuKernels, PerThreadKernelMatchesCpuBitForBit) {
     SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
     const kern::plan_options o{.per_thread_block = 32};
     const auto expected = run_all_ops<T>(n, 150);
-    EXPECT_TRUE(run_all_ops<T>(n, 150, emulated_gpu<T>(2, o)) == expected);
-    EXPECT_TRUE(run_all_ops<T>(n, 150, misaligned<T>(emulated_gpu<T>(2, o))) == expected) << "misaligned";
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, 150, emulated_gpu<T>(2, o)), expected), "");
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, 150, misaligned<T>(emulated_gpu<T>(2, o))), expected), "")
+        << "misaligned";
   }
 }
 
@@ -106,7 +107,7 @@ TYPED_TEST(GpuKernels, PerThreadKernelAsPlannedMatchesCpu) {
     SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
     const tinyla::job probe{.kind = tinyla::op::slogdet, .batch = 1, .n = n};
     const int64_t batch = 2 * kern::plan_launch<element_of<T>>(probe).block_threads + 7;
-    EXPECT_TRUE(run_all_ops<T>(n, batch, emulated_gpu<T>(2)) == run_all_ops<T>(n, batch));
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, batch, emulated_gpu<T>(2)), run_all_ops<T>(n, batch)), "");
   }
 }
 
@@ -121,10 +122,11 @@ TYPED_TEST(GpuKernels, TeamKernelMatchesCpuBitForBit) {
     const tinyla::job probe{.kind = tinyla::op::slogdet, .batch = 1, .n = n};
     ASSERT_EQ(kern::plan_launch<element_of<T>>(probe).warp_width, n <= 16 ? 16 : 32);
     const auto expected = run_all_ops<T>(n, 26);
-    EXPECT_TRUE(run_all_ops<T>(n, 26, emulated_gpu<T>(2)) == expected);
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, 26, emulated_gpu<T>(2)), expected), "");
     const kern::plan_options o{.warp_team_up_to = 0};
     ASSERT_EQ(kern::plan_launch<element_of<T>>(probe, o).warp_width, 0);
-    EXPECT_TRUE(run_all_ops<T>(n, 26, emulated_gpu<T>(2, o)) == expected) << "the LU in shared memory";
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, 26, emulated_gpu<T>(2, o)), expected), "")
+        << "the LU in shared memory";
   }
 }
 
@@ -172,7 +174,7 @@ TYPED_TEST(GpuKernels, WarpTeamAnySizeMatchesCpu) {
     const kern::plan_options o{.per_thread_up_to = 2};
     const tinyla::job probe{.kind = tinyla::op::slogdet, .batch = 1, .n = n};
     ASSERT_GT(kern::plan_launch<element_of<T>>(probe, o).warp_width, 0);
-    EXPECT_TRUE(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o)) == run_all_ops<T>(n, 23));
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o)), run_all_ops<T>(n, 23)), "");
   }
 }
 
@@ -184,7 +186,7 @@ TYPED_TEST(GpuKernels, TeamKernelAnyTeamSizeMatchesCpu) {
     for (int team : {1, 4, n + 2}) {
       SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " team=" + std::to_string(team));
       const kern::plan_options o{.per_thread_up_to = 2, .team_size = team};
-      EXPECT_TRUE(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o)) == run_all_ops<T>(n, 23));
+      EXPECT_EQ(first_difference(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o)), run_all_ops<T>(n, 23)), "");
     }
   }
 }
@@ -198,7 +200,7 @@ TYPED_TEST(GpuKernels, TeamKernelWithGlobalWorkspaceMatchesCpu) {
     // (a warp team's determinant needs no shared memory: its rows are in registers)
     const tinyla::job probe{.kind = tinyla::op::slogdet_inv, .batch = 23, .n = n};
     ASSERT_GT(kern::plan_launch<element_of<T>>(probe, o).workspace_bytes, 0);
-    EXPECT_TRUE(run_all_ops<T>(n, 23, emulated_gpu<T>(3, o)) == run_all_ops<T>(n, 23));
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, 23, emulated_gpu<T>(3, o)), run_all_ops<T>(n, 23)), "");
   }
 }
 
