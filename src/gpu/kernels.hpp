@@ -347,7 +347,9 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
     L best = L(-1);
     int key = place << place_bits | rank;
     if (mine && place == k) best = mag == mag ? mag : L(std::numeric_limits<lane_real<L>>::infinity());
-    else if (mine && place > k && mag > L(-1)) best = mag;
+    // NaN rows stay out by an explicit test: for float, nvcc 13 compiled `mag > -1` (false
+    // for NaN only) to no test at all, and a NaN candidate then split the team's pivot.
+    else if (mine && place > k && mag == mag) best = mag;
     TINYLA_UNROLL
     for (int lanes = W / 2; lanes > 0; lanes /= 2) {
       const L other = blk.shuffle(best, rank ^ lanes, W);
