@@ -355,8 +355,8 @@ WORKLOAD_OPS = {"forward": "slogdet", "grad": "slogdet_inv", "inv": "inv"}
 
 
 def measured_table(measured: dict, g: Gpu, image: dict[str, Kernel], plans: list[Plan]) -> list[str]:
-    out = [f"Measured on {measured.get('device', '?')} (bench/qmc_workload.py, tinyla.jax, float64) beside the "
-           f"prediction for {g.name}:",
+    source = measured.get("source", "bench/qmc_workload.py through tinyla.jax, jax's dispatch included")
+    out = [f"Measured on {measured.get('device', '?')} ({source}; float64) beside the prediction for {g.name}:",
            "| workload | op | N | x shape | measured ms | predicted ms | measured / predicted | bound |",
            "|---|---|---:|---|---:|---:|---:|---|"]
     by_key = {(p.op, p.n): p for p in plans if p.dtype == "f64"}
@@ -382,7 +382,9 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=4096 * 64)
     ap.add_argument("--markdown", action="store_true", help="only the workload table, as the README has it")
     ap.add_argument("--json", help="write the predictions here")
-    ap.add_argument("--measured", help="bench/qmc_workload.py --json of a GPU run: printed beside the prediction")
+    ap.add_argument("--measured", action="append", default=[],
+                    help="tinyla_gpu_kernel_times' or bench/qmc_workload.py's JSON of a GPU run: printed beside the "
+                         "prediction (may be given more than once)")
     ap.add_argument("--measured-on", choices=["H100", "H200", "MI300X"], default="H100",
                     help="the GPU of --measured (its bandwidth for the prediction)")
     args = ap.parse_args()
@@ -447,8 +449,9 @@ def main() -> int:
         image = images.get(H100.name if g.arch == "sm_90" else MI300X.name)
         if image is None:
             sys.exit(f"gpu_report: --measured-on {args.measured_on} needs the {g.arch} image")
-        print()
-        print("\n".join(measured_table(json.load(open(args.measured)), g, image, plans)))
+        for path in args.measured:
+            print()
+            print("\n".join(measured_table(json.load(open(path)), g, image, plans)))
     return 0
 
 

@@ -89,9 +89,10 @@ def max_rel_diff(x: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(x - ref) / scale)) if x.size else 0.0
 
 
-def walkers_for(n: int, quick: bool) -> int:
-    """4096 walkers (the report's shape) up to N = 4; above, as many as keep x at 16 MiB."""
-    walkers = 4096 if n <= 4 else 32768 // (n * n)
+def walkers_for(n: int, quick: bool, walkers: int | None = None) -> int:
+    """4096 walkers (the report's shape) up to N = 4; above, as many as keep x at 16 MiB
+    (a CPU's step); `walkers` if given, at every N."""
+    walkers = walkers or (4096 if n <= 4 else 32768 // (n * n))
     return max(walkers // 8, 16) if quick else walkers
 
 
@@ -194,6 +195,9 @@ def main() -> int:
     ap.add_argument("--sizes", default="1,2,3,4,8,16")
     ap.add_argument("--png", default="qmc_workload.png")
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--walkers", type=int, default=None,
+                    help="walkers at every N (default: 4096 up to N = 4, x of 16 MiB above; a GPU needs "
+                         "the report's 4096 at every N to fill it, and scripts/gpu-report predicts for that)")
     ap.add_argument("--json", help="also write the table's rows here (scripts/gpu-report --measured reads them)")
     ap.add_argument("--skip-folx", action="store_true", help="leave out the folx Laplacian table")
     ap.add_argument("--skip-ansatz", action="store_true", help="leave out the ansatz step table (bench/ansatz.py)")
@@ -209,7 +213,7 @@ def main() -> int:
     rows = []
     rng = np.random.default_rng(0)
     for n in sizes:
-        walkers = walkers_for(n, args.quick)
+        walkers = walkers_for(n, args.quick, args.walkers)
         x = jnp.asarray(rng.standard_normal((walkers, 64, n, n)))
         for workload in ("grad", "forward", "inv"):
             print(f"  N={n:2d} {workload:7s} x = ({walkers}, 64, {n}, {n}) ...", end="",

@@ -7,7 +7,10 @@
 // five calls into a library that does nothing but forward the two
 // (mgpu_floor.cpp). Rounds of 1000 launches, the contenders interleaved, best of
 // 30; prints the ratios (scripts/test runs it: a benchmark, not a test).
-//   TINYLA_GPU_DRIVER=<stand-in> tinyla_launch_overhead
+// With NVIDIA's driver instead of the stand-in, the same on a GPU: an empty kernel's
+// launch and round trip (scripts/gpu-check; TINYLA_MGPU_POOL=0 for MLIR's own pattern).
+//   TINYLA_GPU_DRIVER=<stand-in or libcuda.so.1> tinyla_launch_overhead
+// TINYLA_MGPU_FLOOR names the floor library where the build folder's is not at hand.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -52,14 +55,15 @@ struct floor_library {  // mgpu_floor.cpp
   void (*stream_destroy)(ptr);
 };
 
-const char ptx[] = "// a PTX module (the stand-in only counts)\n.version 7.0\n.target sm_80\n";
+// An empty kernel (the stand-in only counts calls; a real driver compiles and runs it).
+const char ptx[] = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry kernel()\n{\n  ret;\n}\n";
 
 }  // namespace
 
 int main() {
   const char* path = std::getenv("TINYLA_GPU_DRIVER");
   void* lib = path ? dlopen(path, RTLD_NOW) : nullptr;
-  if (!lib) return std::fprintf(stderr, "launch_overhead: set TINYLA_GPU_DRIVER to the stand-in driver\n"), 1;
+  if (!lib) return std::fprintf(stderr, "launch_overhead: set TINYLA_GPU_DRIVER to the stand-in or CUDA driver\n"), 1;
   driver d{};
   bind(lib, d.init, "cuInit"), bind(lib, d.primary_context, "cuDevicePrimaryCtxRetain");
   bind(lib, d.set_current, "cuCtxSetCurrent"), bind(lib, d.load, "cuModuleLoadData");
@@ -71,7 +75,8 @@ int main() {
   if (d.init(0) || d.primary_context(&context, 0) || d.set_current(context) || d.load(&module, ptx) ||
       d.get_function(&function, module, "kernel") || d.stream_create(&stream, 0))
     return std::fprintf(stderr, "launch_overhead: the driver refused the set-up\n"), 1;
-  void* floor_lib = dlopen(TINYLA_MGPU_FLOOR, RTLD_NOW);
+  const char* floor_path = std::getenv("TINYLA_MGPU_FLOOR");
+  void* floor_lib = dlopen(floor_path ? floor_path : TINYLA_MGPU_FLOOR, RTLD_NOW);
   if (!floor_lib) return std::fprintf(stderr, "launch_overhead: %s\n", dlerror()), 1;
   floor_library fl{};
   bind(floor_lib, fl.setup, "floor_setup"), bind(floor_lib, fl.get_function, "floor_get_function");
@@ -106,7 +111,7 @@ int main() {
     best_floor = std::min(best_floor, best_ns_per_launch(floor, launches));
     best_mlir = std::min(best_mlir, best_ns_per_launch(mlir, launches));
   }
-  std::printf("host time per launch on the stand-in driver (best of %d rounds of %d):\n", rounds, launches);
+  std::printf("time per launch on %s (best of %d rounds of %d):\n", path, rounds, launches);
   std::printf("  bare driver (cuLaunchKernel + cuStreamSynchronize):        %7.1f ns\n", best_bare);
   std::printf("  the ABI's floor (5 mgpu*-shaped calls forwarding the two): %7.1f ns  (%.2fx the bare path)\n",
               best_floor, best_floor / best_bare);
