@@ -204,16 +204,21 @@ TEST(StandIn, EveryPlannedKernelIsInTheImageAndEachCallIsOneLaunch) {
   EXPECT_GT(kernels.size(), 4u * 4u * 6u);             // most per-thread n of every family and type, and teams
 }
 
-// TINYLA_GPU_TEAMS (ctest runs StandIn.* with it unset, "shared" and a bad value): the plan
-// options the launcher takes, whose kernels the test above then finds it looking up.
+// TINYLA_GPU_TEAMS (ctest runs StandIn.* with it unset, "warp", "shared" and a bad value):
+// the plan options the launcher takes, whose kernels the test above then finds it looking up.
 TEST(StandIn, TeamsFromTheEnvironment) {
-  const char* env = std::getenv("TINYLA_GPU_TEAMS");
-  const bool shared = env && std::string(env) == "shared";
-  EXPECT_EQ(kern::launch_options().warp_team_up_to, shared ? 0 : kern::max_warp_width);
-  const tinyla::job jb{.kind = op::slogdet_inv, .batch = 1, .n = 16};
-  const auto plan = kern::plan_launch<double>(jb, kern::launch_options());
-  EXPECT_FALSE(plan.per_thread);
-  EXPECT_EQ(plan.warp_width, shared ? 0 : 16);
+  const std::string teams = std::getenv("TINYLA_GPU_TEAMS") ? std::getenv("TINYLA_GPU_TEAMS") : "";
+  const bool warp = teams == "warp", shared = teams == "shared";
+  const auto width = [](int n) {
+    const tinyla::job jb{.kind = op::slogdet_inv, .batch = 1, .n = n};
+    const auto plan = kern::plan_launch<double>(jb, kern::launch_options());
+    EXPECT_FALSE(plan.per_thread) << n;
+    return plan.warp_width;
+  };
+  EXPECT_EQ(width(16), shared ? 0 : 16);  // a full team
+  EXPECT_EQ(width(30), shared ? 0 : 32);  // 30 of 32: over 7/8
+  EXPECT_EQ(width(12), warp ? 16 : 0);    // 12 of 16: under 7/8
+  EXPECT_EQ(width(24), warp ? 32 : 0);
 }
 
 TEST(StandIn, LaunchesOnTheCallersStream) {
