@@ -31,7 +31,7 @@ template <class E> void print_plans(dtype t, long long batch, int max_n) {
   for (const workload_op& o : ops)
     for (int n = 1; n <= max_n; ++n) {
       const job jb{.kind = o.kind, .batch = batch, .n = n, .nrhs = o.one_rhs ? 1 : 0, .transpose_x = o.transpose_x};
-      const launch_plan p = plan_launch<E>(jb);
+      const launch_plan p = plan_launch<E>(jb, launch_options());  // TINYLA_GPU_TEAMS as the launcher
       dispatch_kernel<E>(jb, p, [&]<family F, int N>() {
         std::printf("%s\t%s\t%d\t%s\t%d\t%d\t%lld\t%lld\t%lld\n", o.name, dtype_name(t), n, kernel_name(t, F, N).text,
                     p.block_threads, p.team_size, (long long)p.blocks, (long long)p.shared_bytes,

@@ -11,14 +11,19 @@ of a CMake build folder) and the launch plans (tinyla_gpu_plans, built from src/
   shared memory), the theoretical occupancy and which limit binds, and a prediction: the
   longest of (bytes moved) / (HBM bandwidth), (flops) / (FP64 peak), (bytes read) / (the
   bandwidth the loads in flight can draw by Little's law: resident threads x loads in flight x
-  bytes per load / memory latency, per SM or CU), and for the team kernels (the shared-memory
-  operands of their dot products, or a warp team's shuffles) / (shared-memory bandwidth) and
-  (their inverse's and solves' accesses to global memory) / (L1 bandwidth, taken as shared
-  memory's).
-The prediction is an optimistic bound from static facts, not a timing: scripts/gpu-check prints
-measured times beside it on a GPU (--measured).
+  bytes per load / memory latency, per SM or CU); for the per-thread kernels (the cache lines
+  their warps' accesses touch, a line per thread where matrices are a line apart) / (lines L1
+  serves per clock); for the team kernels (the shared-memory operands of their dot products, or
+  a warp team's shuffles) / (shared-memory bandwidth) and (their inverse's and solves' accesses
+  to global memory) / (L1 bandwidth, taken as shared memory's); for a warp team (its step loop's
+  instructions, read from the code, x n steps) / (the instructions an SM or CU issues a clock).
+The prediction is a bound from static facts, not a timing: on an H200 the measured times were
+1.0-4.1x it for the per-thread kernels at n = 3..8 (at n = 1, 2 a launch's microseconds
+dominate), 1.4-2.3x for the warp teams, and 2.7-4.4x for the LU in shared memory, whose
+barriers and instructions it does not price (docs/gpu.md).
+scripts/gpu-check prints measured times beside it on a GPU (--measured).
 
-  python3 bench/gpu_report.py --build build [--tools DIR] [--markdown] [--json OUT] [--measured IN]
+  python3 bench/gpu_report.py --build build [--tools DIR] [--markdown] [--json OUT] [--measured IN ...]
 """
 from __future__ import annotations
 
@@ -46,15 +51,23 @@ class Gpu:
     max_warps: int  # per SM / CU
     max_blocks: int  # per SM / CU
     shared_bytes: int  # per SM / CU
+    clock_hz: float  # boost clock
+    issue_per_clock: float  # warp / wave instructions an SM / CU issues per clock
 
 
 # Public figures: NVIDIA H100 SXM5 (132 SMs, 3.35 TB/s, 34 TFLOP/s FP64; 1.98 GHz boost), AMD Instinct MI300X
 # (304 CUs, 5.3 TB/s, 81.7 TFLOP/s FP64 vector; 2.1 GHz), H200 (H100's SMs, 4.8 TB/s, for
 # measurements taken on one); per-SM limits from the CUDA occupancy rules
-# for compute capability 9.0, per-CU limits of CDNA3 (4 SIMDs x 8 waves, 64 KiB LDS).
-H100 = Gpu("H100 SXM", "sm_90", 132, 3.35e12, 34e12, 600e-9, 132 * 128 * 1.98e9, 32, 64, 32, 228 * 1024)
-H200 = Gpu("H200", "sm_90", 132, 4.8e12, 34e12, 600e-9, 132 * 128 * 1.98e9, 32, 64, 32, 228 * 1024)
-MI300X = Gpu("MI300X", "gfx942", 304, 5.3e12, 81.7e12, 800e-9, 304 * 128 * 2.1e9, 64, 32, 16, 64 * 1024)
+# for compute capability 9.0, per-CU limits of CDNA3 (4 SIMDs x 8 waves, 64 KiB LDS). Issue: an
+# SM's 4 schedulers issue a warp instruction a clock each; a CDNA3 SIMD is 16 lanes wide, so a
+# wave64 instruction takes it 4 clocks: 1 a clock per CU.
+H100 = Gpu("H100 SXM", "sm_90", 132, 3.35e12, 34e12, 600e-9, 132 * 128 * 1.98e9, 32, 64, 32, 228 * 1024, 1.98e9, 4)
+H200 = Gpu("H200", "sm_90", 132, 4.8e12, 34e12, 600e-9, 132 * 128 * 1.98e9, 32, 64, 32, 228 * 1024, 1.98e9, 4)
+MI300X = Gpu("MI300X", "gfx942", 304, 5.3e12, 81.7e12, 800e-9, 304 * 128 * 2.1e9, 64, 32, 16, 64 * 1024, 2.1e9, 1)
+# Cache lines an SM's / CU's L1 serves per clock: the most the per-thread float64 determinants
+# drew on an H200 (n = 7: 1.25 a clock; n = 8 ran at 0.8 with L1 89 % busy: docs/gpu.md), so
+# that the bound stays optimistic there; taken for gfx942 too (an assumption, not measured).
+L1_LINES_PER_CLOCK, LINE_BYTES = 1.25, 128
 
 
 @dataclass
@@ -69,6 +82,8 @@ class Kernel:
     loads: int = 0  # global load instructions
     in_flight: int = 0  # global loads in flight where the matrices come in (the first loads)
     load_bytes: int = 0  # the widest of those loads
+    step_instructions: int = 0  # a warp team's LU step: the loop that holds the pivot's shuffles
+    step_shuffles: int = 0  # ... and the shuffles in it
 
 
 # ---- sm_90: cuobjdump ------------------------------------------------------------------
@@ -93,7 +108,27 @@ def cuda_kernels(fatbin: str, cuobjdump: str) -> dict[str, Kernel]:
     for name, body in re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S):
         if name in kernels:
             sass_loads(kernels[name], body)
+            code = [(int(a, 16), t.strip()) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", body)]
+            targets = [int(m.group(1), 16) if (m := re.search(r"\bBRA\b.*?0x([0-9a-f]+)", t)) else None
+                       for _, t in code]
+            k = kernels[name]
+            k.step_instructions, k.step_shuffles = step_loop(code, targets, "SHFL", lambda text: True)
     return kernels
+
+
+def step_loop(code: list[tuple[int, str]], targets: list, shuffle: str, issued) -> tuple[int, int]:
+    """The loop of a warp team's LU step: of the loops (a branch back to an earlier address),
+    the shortest among those that hold the most shuffles; its instructions that issued()
+    counts, and its shuffles ((0, 0) if no loop holds one). Run n times per matrix, it is most
+    of a warp team's instructions (warp_factor)."""
+    index = {address: i for i, (address, _) in enumerate(code)}
+    best = (0, 0, 0)  # (shuffles, -length, issued)
+    for end, target in enumerate(targets):
+        if target is None or target >= code[end][0] or target not in index:
+            continue
+        body = code[index[target]:end + 1]
+        best = max(best, (sum(shuffle in text for _, text in body), -len(body), sum(issued(t) for _, t in body)))
+    return best[2], best[0]
 
 
 _SASS_REG = re.compile(r"(?<![\w.])R(\d+)")
@@ -143,6 +178,18 @@ def hip_kernels(bundle: str, arch: str, llvm_bin: str) -> dict[str, Kernel]:
     for name, body in re.findall(r"^[0-9a-f]+ <(\w+)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", isa, re.M | re.S):
         if name in kernels:
             isa_loads(kernels[name], body)
+            code, targets = [], []
+            for line in body.splitlines():
+                m = re.search(r"//\s*([0-9A-F]{6,}):", line)
+                if not m:
+                    continue
+                code.append((int(m.group(1), 16), line.split("//")[0].strip()))
+                t = re.search(r"<\w+\+0x([0-9a-f]+)>", line) if re.match(r"\s*s_(cbranch_\w+|branch)\b", line) else None
+                targets.append(int(t.group(1), 16) + code[0][0] if t else None)
+            # Vector and LDS instructions only: a CU issues its scalar ones beside them.
+            k = kernels[name]
+            k.step_instructions, k.step_shuffles = step_loop(code, targets, "ds_bpermute",
+                                                             lambda text: text.startswith(("v_", "ds_")))
     return kernels
 
 
@@ -226,8 +273,10 @@ class Plan:
     workspace: int
 
 
-def read_plans(exe: str) -> list[Plan]:
-    lines = run([exe]).splitlines()[1:]
+def read_plans(exe: str, teams: str | None = None) -> list[Plan]:
+    """The plans tinyla_gpu_plans prints; with TINYLA_GPU_TEAMS=teams where given."""
+    env = dict(os.environ, **({"TINYLA_GPU_TEAMS": teams} if teams else {}))
+    lines = subprocess.run([exe], check=True, capture_output=True, text=True, env=env).stdout.splitlines()[1:]
     return [Plan(p[0], p[1], int(p[2]), p[3], *map(int, p[4:])) for p in (line.split("\t") for line in lines)]
 
 
@@ -250,6 +299,15 @@ def traffic_and_flops(op: str, dtype: str, n: int) -> tuple[int, int, float]:
         "det_cofactors": (n * n * e, e + n * n * e, 2 * n ** 3),
     }[op]
     return read, write, flops * (1 if dtype.startswith("f") else 4)
+
+
+def warp_step_shuffles(dtype: str, width: int) -> int:
+    """Shuffle instructions in the code of one warp-team step: the butterfly's log2(width)
+    rounds (a magnitude and a key), the pivot, and U's row, an element for each of the
+    width - 1 entries the unrolled loop holds (warp_factor)."""
+    real = ELEMENT_BYTES[dtype] // (1 if dtype.startswith("f") else 2)
+    words = ELEMENT_BYTES[dtype] // 4
+    return int(math.log2(width)) * (real // 4 + 1) + words * width
 
 
 def warp_shuffle_bytes(dtype: str, n: int, width: int) -> int:
@@ -289,6 +347,16 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         "FP64": batch * flops / g.fp64_flops_per_s,
         "loads in flight": batch * read / little if little else math.inf,
     }
+    if plan.team == 1:
+        # One matrix per thread: each access of a warp's instruction falls in its own thread's
+        # matrix, so it touches up to a line per thread, and L1 serves lines, not bytes. The
+        # matrices' reads and (inverse, solve) writes, at the width of the first loads.
+        e = ELEMENT_BYTES[plan.dtype]
+        matrix_bytes = plan.n * plan.n * e
+        moved = matrix_bytes * (1 + (plan.op != "slogdet"))
+        accesses = math.ceil(moved / max(k.load_bytes, 4))
+        lines = min(g.warp, max(1, math.ceil(g.warp * matrix_bytes / LINE_BYTES)))
+        times["L1 lines"] = (batch / g.warp * accesses * lines) / (g.units * g.clock_hz * L1_LINES_PER_CLOCK)
     if plan.team > 1:
         # The team kernel's LU reads both operands of its dot products from shared memory, and
         # at each step every thread reads the team's pivot candidates (team_factor); a warp
@@ -301,6 +369,15 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         warp = re.search(r"_warp(\d+)$", plan.kernel)
         if warp:
             lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, int(warp.group(1)))
+            # Its steps are one loop (not unrolled), each about W entries' instructions
+            # whatever n is: n runs of the step loop per matrix, for warp / W teams at once.
+            # Where the compiler made several versions of the step in that loop (more shuffles
+            # than one step has), one of them runs per step.
+            width = int(warp.group(1))
+            versions = max(1.0, k.step_shuffles / warp_step_shuffles(plan.dtype, width))
+            warps = batch * width / g.warp
+            times["issue"] = (warps * plan.n * k.step_instructions / versions /
+                              (g.units * g.clock_hz * g.issue_per_clock))
         else:  # candidates: a magnitude and a row each
             real = e if plan.dtype.startswith("f") else e // 2
             lu_bytes = 2 * lu_fmas * e + plan.n * plan.team ** 2 * (real + 4)
@@ -399,7 +476,8 @@ def main() -> int:
         images[MI300X.name] = hip_kernels(bundle, MI300X.arch, args.llvm_bin)
     if not images:
         sys.exit(f"gpu_report: neither {fatbin} nor {bundle} (configure with -DTINYLA_CUDA=ON and/or -DTINYLA_HIP=ON)")
-    plans = read_plans(os.path.join(args.build, "tinyla_gpu_plans"))
+    plans_exe = os.path.join(args.build, "tinyla_gpu_plans")
+    plans = read_plans(plans_exe)
 
     def kernel_order(name):  # family, dtype, then n (the warp teams by width, the team kernel last)
         _, family, dtype, n = name.split("_")
@@ -440,9 +518,10 @@ def main() -> int:
         print(f"\nThe ({args.batch // 64}, 64, N, N) {args.dtype} workload: occupancy from the plan and the "
               f"registers; predicted time = max(bytes / HBM, flops / FP64 peak, bytes read / Little's-law "
               f"bandwidth of the loads in flight (latency {H100.latency_s * 1e9:.0f} ns on H100, "
-              f"{MI300X.latency_s * 1e9:.0f} ns on MI300X, assumed); team kernels: also shared-memory operands "
-              f"and a warp team's shuffles / shared-memory bandwidth, and their inverse's and solves' global "
-              f"accesses / L1 bandwidth):")
+              f"{MI300X.latency_s * 1e9:.0f} ns on MI300X, assumed); per-thread kernels: also the cache lines "
+              f"their warps' accesses touch / {L1_LINES_PER_CLOCK} a clock; team kernels: also shared-memory "
+              f"operands and a warp team's shuffles / shared-memory bandwidth, a warp team's step loop (its "
+              f"instructions x n) / issue rate, and their inverse's and solves' global accesses / L1 bandwidth):")
     print("\n".join(workload_table(rows)))
     if args.measured:
         g = {"H100": H100, "H200": H200, "MI300X": MI300X}[args.measured_on]
@@ -450,8 +529,10 @@ def main() -> int:
         if image is None:
             sys.exit(f"gpu_report: --measured-on {args.measured_on} needs the {g.arch} image")
         for path in args.measured:
+            measured = json.load(open(path))
+            teams = measured.get("teams")  # the LU setting it was measured with: its kernels' prediction
             print()
-            print("\n".join(measured_table(json.load(open(path)), g, image, plans)))
+            print("\n".join(measured_table(measured, g, image, read_plans(plans_exe, teams) if teams else plans)))
     return 0
 
 
