@@ -88,8 +88,8 @@ class Kernel:
 
 # ---- sm_90: cuobjdump ------------------------------------------------------------------
 
-def run(cmd: list[str]) -> str:
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+def run(cmd: list[str], env: dict | None = None) -> str:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
 
 
 def cuda_kernels(fatbin: str, cuobjdump: str) -> dict[str, Kernel]:
@@ -275,8 +275,7 @@ class Plan:
 
 def read_plans(exe: str, teams: str | None = None) -> list[Plan]:
     """The plans tinyla_gpu_plans prints; with TINYLA_GPU_TEAMS=teams where given."""
-    env = dict(os.environ, **({"TINYLA_GPU_TEAMS": teams} if teams else {}))
-    lines = subprocess.run([exe], check=True, capture_output=True, text=True, env=env).stdout.splitlines()[1:]
+    lines = run([exe], dict(os.environ, **({"TINYLA_GPU_TEAMS": teams} if teams else {}))).splitlines()[1:]
     return [Plan(p[0], p[1], int(p[2]), p[3], *map(int, p[4:])) for p in (line.split("\t") for line in lines)]
 
 
