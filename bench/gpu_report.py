@@ -19,7 +19,7 @@ of a CMake build folder) and the launch plans (tinyla_gpu_plans, built from src/
   instructions, read from the code, x n steps) / (the instructions an SM or CU issues a clock).
 The prediction is a bound from static facts, not a timing: on an H200 the measured times were
 1.0-4.1x it for the per-thread kernels at n = 3..8 (at n = 1, 2 a launch's microseconds
-dominate), 1.4-2.3x for the warp teams, and 2.7-4.4x for the LU in shared memory, whose
+dominate), 1.4-2.2x for the warp teams, and 2.7-4.4x for the LU in shared memory, whose
 barriers and instructions it does not price (docs/gpu.md).
 scripts/gpu-check prints measured times beside it on a GPU (--measured).
 
