@@ -300,13 +300,19 @@ def traffic_and_flops(op: str, dtype: str, n: int) -> tuple[int, int, float]:
     return read, write, flops * (1 if dtype.startswith("f") else 4)
 
 
-def warp_step_shuffles(dtype: str, width: int) -> int:
-    """Shuffle instructions in the code of one warp-team step: the butterfly's log2(width)
-    rounds (a magnitude and a key), the pivot, and U's row, an element for each of the
-    width - 1 entries the unrolled loop holds (warp_factor)."""
-    real = ELEMENT_BYTES[dtype] // (1 if dtype.startswith("f") else 2)
+def _pivot_shuffles(dtype: str, width: int) -> tuple[int, int]:
+    """(shuffles of a warp-team step's pivot search and pivot, 32-bit words per element):
+    log2(width) butterfly rounds of a magnitude (real) and a key (an int), then the pivot."""
     words = ELEMENT_BYTES[dtype] // 4
-    return int(math.log2(width)) * (real // 4 + 1) + words * width
+    real_words = words if dtype.startswith("f") else words // 2
+    return int(math.log2(width)) * (real_words + 1) + words, words
+
+
+def warp_step_shuffles(dtype: str, width: int) -> int:
+    """Shuffle instructions in the code of one warp-team step: the pivot's, and U's row, an
+    element for each of the width - 1 entries the unrolled loop holds (warp_factor)."""
+    pivot, words = _pivot_shuffles(dtype, width)
+    return pivot + words * (width - 1)
 
 
 def warp_shuffle_bytes(dtype: str, n: int, width: int) -> int:
@@ -316,10 +322,8 @@ def warp_shuffle_bytes(dtype: str, n: int, width: int) -> int:
     log2(width) rounds of the candidate's magnitude (real) and its key (an int); the pivot to
     every row; then U's row k, entries k+1..n-1, to the rows below. (Counted in the sm_90
     SASS: SHFL.IDX, two per float64; gfx942 runs them as ds_bpermute_b32, through its LDS.)"""
-    real = ELEMENT_BYTES[dtype] // (1 if dtype.startswith("f") else 2)
-    words, real_words = ELEMENT_BYTES[dtype] // 4, real // 4
-    per_step = int(math.log2(width)) * (real_words + 1) + words
-    return (n * per_step + words * n * (n - 1) // 2) * width * 4
+    pivot, words = _pivot_shuffles(dtype, width)
+    return (n * pivot + words * n * (n - 1) // 2) * width * 4
 
 
 @dataclass
