@@ -54,11 +54,12 @@ template <class T> __device__ inline T gpuShuffle(T v, int src, int width) {
 #define gpuSyncThreads __syncthreads
 #if defined(__CUDACC__)
 // v of lane src of this thread's aligned group of `width` lanes (a power of 2
-// up to 32), the group's lanes named in the mask: a block may end in a partial warp.
+// up to 32). The mask names the whole warp: every lane calls it (the warp teams'
+// blocks are whole warps, plan_launch). A mask of the group alone differs from
+// lane to lane, and nvcc 13 then wrapped every shuffle of a 16-lane team in a
+// convergence loop (WARPSYNC ... ENDCOLLECTIVE: ~7 instructions a shuffle).
 template <class T> __device__ inline T gpuShuffle(T v, int src, int width) {
-  const unsigned lane = threadIdx.x % 32u;
-  const unsigned group = width == 32 ? ~0u : ((1u << width) - 1u) << (lane & ~unsigned(width - 1));
-  return __shfl_sync(group, v, src, width);
+  return __shfl_sync(~0u, v, src, width);
 }
 #endif
 #endif

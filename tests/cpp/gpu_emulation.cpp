@@ -269,8 +269,9 @@ void host_block::sync() {
 
 template <class T> T host_block::shuffle(T v, int src, int width) {
   if (!team) fail("shuffle() in a per-thread kernel");
-  if (width < 1 || width > 32 || (width & (width - 1)) != 0 || src < 0 || src >= width || nthreads % width != 0)
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0 || src < 0 || src >= width)
     fail("shuffle() outside an aligned group of a power-of-2 threads up to 32");
+  if (nthreads % 32 != 0) fail("shuffle() in a block that ends in a partial warp (CUDA's names the whole warp)");
   return team->shuffle(tid, v, (tid & ~(width - 1)) + src);
 }
 
