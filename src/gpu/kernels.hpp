@@ -11,7 +11,8 @@
 //   T shuffle(T v, int src, int w)   v of thread src of this thread's aligned group of w
 //                                    threads (T: int, float, double; w a power of 2 up
 //                                    to 32, within a warp); every thread of the block
-//                                    calls it, in the same order (the host's is a barrier)
+//                                    calls it, in the same order (the host's is a barrier),
+//                                    and the block is whole warps of 32
 //   void* shared()                   the block's dynamic shared memory
 //
 // Which kernel runs with what block and grid: plan.hpp.
@@ -317,10 +318,16 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
     const E* row_or_last = a + (mine ? rank : n - 1) * n;
     TINYLA_UNROLL
     for (int j = 0; j < W; ++j) loaded[j] = row_or_last[j < n ? j : n - 1];
+#if defined(__HIP_DEVICE_COMPILE__)
+    __builtin_amdgcn_sched_barrier(0);  // all W loads in flight (as per_thread_kernel's)
+#endif
   }
-  E row[W];  // entry j: its sum of products until final, then L's (j < place) or U's value
+  // Entry j: its sum of products until final, then L's (j < place) or U's value.
+  // The sums start at -0, to which adding x gives x (sign of zero included), as
+  // the CPU's sums start with their first product.
+  E row[W];
   TINYLA_UNROLL
-  for (int j = 0; j < W; ++j) row[j] = make_element<E>(0.0);
+  for (int j = 0; j < W; ++j) row[j] = -make_element<E>(0.0);
   int place = rank;
   L info = L(0);
   // The steps are a loop, not unrolled (unrolled, their W^2 shuffles took the
@@ -365,22 +372,35 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
     const int was = place;
     if (was == p) place = k;
     if (was == k) place = p;
-    // The pivot row finishes U's row k; the rows below, their entry of L's column k.
+    // The rows below finish their entry of L's column k; the pivot row, U's row
+    // k, which it shuffles to them to add its products to their sums.
     const E l = place == k ? col : pinv.apply(col);
-    TINYLA_UNROLL
-    for (int j = 0; j < W; ++j) {
-      if (j == k && place >= k) row[j] = l;
-      if (j > k && j < n && place == k) {
-        const E a_kj = row_entry<RowInRegisters>(loaded, my_row, j);
-        row[j] = k > 0 ? a_kj - row[j] : a_kj;
+    if constexpr (StoreFactors || !RowInRegisters) {
+      TINYLA_UNROLL
+      for (int j = 0; j < W; ++j) {
+        if (StoreFactors && j == k && place >= k) row[j] = l;
+        // In memory, a row's entries are read by the pivot row only (all of them at
+        // once would meet in one bank where n is even).
+        if (j > k && j < n && place == k) {
+          const E a_kj = row_entry<RowInRegisters>(loaded, my_row, j);
+          row[j] = k > 0 ? a_kj - row[j] : a_kj;
+        }
       }
     }
-    // U's row k to the rows below, which add its products to their sums.
     TINYLA_UNROLL
     for (int j = 1; j < W; ++j) {
       if (j <= k || j >= n) continue;
-      const E u = shuffle_element<W>(blk, row[j], owner);
-      if (place > k) row[j] = k > 0 ? row[j] + l * u : l * u;
+      E own = row[j];  // the pivot row's: U's entry (k, j)
+      // A determinant whose row is in registers: every thread computes what the
+      // pivot row does, and every row adds the products, as the rows at places k
+      // and above are not read again. No select per entry there: they were a
+      // third of the float64 W = 32 determinant's step (sm_90). At k = 0, a - (-0)
+      // is a but for the sign of a zero, which no determinant output shows (a
+      // pivot's zero sign is not counted): no k > 0 test, which nvcc answered with
+      // a second copy of this loop.
+      if constexpr (RowInRegisters) own = loaded[j] - row[j];
+      const E u = shuffle_element<W>(blk, own, owner);
+      if (RowInRegisters || place > k) row[j] = row[j] + l * u;  // at k = 0: -0 + l u, l u bit for bit
     }
     if ((k & 15) == 15) acc.normalize();
   }
