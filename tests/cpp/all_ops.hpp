@@ -68,8 +68,10 @@ struct all_outputs {
 
 // What the matrix at `b` of run_all_ops's batch is made of.
 inline const char* matrix_kind(int64_t b) {
-  static const char* kinds[] = {"tiny pivots", "singular", "a NaN", "scaled up", "halves (tied pivots)"};
-  return b % 5 ? "random" : kinds[(b / 5) % 5];
+  static const char* kinds[] = {"tiny pivots", "singular", "a NaN", "scaled up", "halves (tied pivots)",
+                                "diagonal, +-0 elsewhere"};
+  constexpr int count = sizeof kinds / sizeof kinds[0];
+  return b % 5 ? "random" : kinds[(b / 5) % count];
 }
 
 // "" where `got` and `want` agree bit for bit; else, per array that differs, how many
@@ -123,7 +125,7 @@ template <class T> T rounded_to_halves(T v) {
 }
 
 // Runs every op over a batch mixing random, singular, NaN, subnormal-pivot,
-// scaled and tied-pivot matrices (matrix_kind); returns every output. run(dtype, job) -> status.
+// scaled, tied-pivot and signed-zero matrices (matrix_kind); returns every output. run(dtype, job) -> status.
 template <class T, class Runner = decltype(&run_on_cpu)>
 all_outputs run_all_ops(int n, int64_t batch, Runner run = &run_on_cpu) {
   using R = real_t<T>;
@@ -131,7 +133,7 @@ all_outputs run_all_ops(int n, int64_t batch, Runner run = &run_on_cpu) {
   auto a = make_batch<T>(kind::random, batch, n, 4242 + n);
   for (int64_t b = 0; b < batch && n > 0; b += 5) {
     T* m = a.data() + b * n * n;
-    switch ((b / 5) % 5) {
+    switch ((b / 5) % 6) {  // matrix_kind
       case 0:
         for (int i = 0; i < n * n; ++i) m[i] *= R(1e-40) * std::numeric_limits<R>::min();
         break;  // tiny pivots
@@ -145,8 +147,18 @@ all_outputs run_all_ops(int n, int64_t batch, Runner run = &run_on_cpu) {
       case 3:
         for (int i = 0; i < n * n; ++i) m[i] *= big_scale<T>();
         break;
-      default:  // halves in [-2, 2]: pivot candidates of equal magnitude (the first must win)
+      case 4:  // halves in [-2, 2]: pivot candidates of equal magnitude (the first must win)
         for (int i = 0; i < n * n; ++i) m[i] = rounded_to_halves(m[i]);
+        break;
+      default:  // diagonal, zeros of both signs elsewhere: the factors and inverse hold
+                // exact zeros, whose signs come out of their sums' order and first terms
+        for (int i = 0; i < n; ++i)
+          for (int j = 0; j < n; ++j) {
+            if (j == i) continue;
+            const R zero = (i + j) % 2 ? -R(0) : R(0);
+            if constexpr (is_complex<T>) m[i * n + j] = T(zero, -zero);
+            else m[i * n + j] = zero;
+          }
         break;
     }
   }
