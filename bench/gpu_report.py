@@ -135,24 +135,37 @@ _SASS_REG = re.compile(r"(?<![\w.])R(\d+)")
 
 
 def sass_loads(k: Kernel, body: str) -> None:
+    """The loads in flight where the matrices come in: runs of global loads, each until the
+    first instruction that uses (or overwrites) a register one of them fills; a team's is
+    its first run. A per-thread kernel (name ending in its n) has two versions of its
+    matrix's loads (under a branch or opposite predicates): element loads for arrays that
+    are not 16-byte aligned and vector loads for those that are; its figure is the run with
+    the most bytes in flight, then the widest (the aligned arrays': numpy's and XLA's)."""
+    runs = []  # (loads, width) of each closed run
     pending: set[int] = set()
-    count = 0
+    count = width = 0
     for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(.*?);", body):
         text = re.sub(r"^@!?U?P\w+\s+", "", m.group(1).strip())
         opcode, _, operands = text.partition(" ")
         regs = {int(r) for r in _SASS_REG.findall(operands)}
         if opcode.startswith(("STL", "LDL")):
             k.spill_ops += 1
-        if pending and regs & pending and not k.in_flight:  # first use of a register the first loads fill
-            k.in_flight = count
+        if pending and regs & pending:
+            runs.append((count, width))
+            pending, count, width = set(), 0, 0
         if opcode.startswith("LDG"):
-            width = next((int(w) // 8 for w in re.findall(r"\.(64|128)\b", opcode)), 4)
+            size = next((int(w) // 8 for w in re.findall(r"\.(64|128)\b", opcode)), 4)
             first = int(_SASS_REG.match(operands.strip()).group(1))
-            pending.update(range(first, first + max(1, width // 4)))
+            pending.update(range(first, first + max(1, size // 4)))
             count += 1
+            width = max(width, size)
             k.loads += 1
-            k.load_bytes = k.load_bytes if k.in_flight else max(k.load_bytes, width)
-    k.in_flight = k.in_flight or count
+    if count:
+        runs.append((count, width))
+    if runs and re.search(r"_\d+$", k.name):
+        runs = [max(runs, key=lambda run: (run[0] * run[1], run[1]))]
+    if runs:
+        k.in_flight, k.load_bytes = runs[0]
 
 
 # ---- gfx942: the offload bundle's code object -------------------------------------------
@@ -353,11 +366,11 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
     if plan.team == 1:
         # One matrix per thread: each access of a warp's instruction falls in its own thread's
         # matrix, so it touches up to a line per thread, and L1 serves lines, not bytes. The
-        # matrices' reads and (inverse, solve) writes, at the width of the first loads.
+        # matrices' reads, at the width of the first loads, and (inverse, solve) writes, an
+        # element each (an inverse's columns go to their pivoted places).
         e = ELEMENT_BYTES[plan.dtype]
         matrix_bytes = plan.n * plan.n * e
-        moved = matrix_bytes * (1 + (plan.op != "slogdet"))
-        accesses = math.ceil(moved / max(k.load_bytes, 4))
+        accesses = math.ceil(matrix_bytes / max(k.load_bytes, 4)) + (plan.op != "slogdet") * plan.n * plan.n
         lines = min(g.warp, max(1, math.ceil(g.warp * matrix_bytes / LINE_BYTES)))
         times["L1 lines"] = (batch / g.warp * accesses * lines) / (g.units * g.clock_hz * L1_LINES_PER_CLOCK)
     if plan.team > 1:
