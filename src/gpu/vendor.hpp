@@ -58,9 +58,7 @@ template <class T> __device__ inline T gpuShuffle(T v, int src, int width) {
 // blocks are whole warps, plan_launch). A mask of the group alone differs from
 // lane to lane, and nvcc 13 then wrapped every shuffle of a 16-lane team in a
 // convergence loop (WARPSYNC ... ENDCOLLECTIVE: ~7 instructions a shuffle).
-template <class T> __device__ inline T gpuShuffle(T v, int src, int width) {
-  return __shfl_sync(~0u, v, src, width);
-}
+template <class T> __device__ inline T gpuShuffle(T v, int src, int width) { return __shfl_sync(~0u, v, src, width); }
 #endif
 #endif
 

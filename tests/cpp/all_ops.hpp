@@ -68,8 +68,8 @@ struct all_outputs {
 
 // What the matrix at `b` of run_all_ops's batch is made of.
 inline const char* matrix_kind(int64_t b) {
-  static const char* kinds[] = {"tiny pivots", "singular", "a NaN", "scaled up", "halves (tied pivots)",
-                                "diagonal, +-0 elsewhere"};
+  static const char* kinds[] = {
+      "tiny pivots", "singular", "a NaN", "scaled up", "halves (tied pivots)", "diagonal, +-0 elsewhere"};
   constexpr int count = sizeof kinds / sizeof kinds[0];
   return b % 5 ? "random" : kinds[(b / 5) % count];
 }
