@@ -82,6 +82,7 @@ class Kernel:
     loads: int = 0  # global load instructions
     in_flight: int = 0  # global loads in flight where the matrices come in (the first loads)
     load_bytes: int = 0  # the widest of those loads
+    store_bytes: int = 0  # sm_90: the widest global store (a per-thread A^-T's rows: 16 where aligned)
     step_instructions: int = 0  # a warp team's LU step: the loop that holds the pivot's shuffles
     step_shuffles: int = 0  # ... and the shuffles in it
 
@@ -150,6 +151,8 @@ def sass_loads(k: Kernel, body: str) -> None:
         regs = {int(r) for r in _SASS_REG.findall(operands)}
         if opcode.startswith(("STL", "LDL")):
             k.spill_ops += 1
+        if opcode.startswith("STG"):
+            k.store_bytes = max(k.store_bytes, next((int(w) // 8 for w in re.findall(r"\.(64|128)\b", opcode)), 4))
         if pending and regs & pending:
             runs.append((count, width))
             pending, count, width = set(), 0, 0
@@ -366,11 +369,14 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
     if plan.team == 1:
         # One matrix per thread: each access of a warp's instruction falls in its own thread's
         # matrix, so it touches up to a line per thread, and L1 serves lines, not bytes. The
-        # matrices' reads, at the width of the first loads, and (inverse, solve) writes, an
-        # element each (an inverse's columns go to their pivoted places).
+        # matrices' reads, at the width of the first loads, and (inverse, solve) writes: A^-1's
+        # columns and a solve's X an element each (to their pivoted places, and strided), A^-T's
+        # rows (slogdet_inv's) at the widest store's width.
         e = ELEMENT_BYTES[plan.dtype]
         matrix_bytes = plan.n * plan.n * e
-        accesses = math.ceil(matrix_bytes / max(k.load_bytes, 4)) + (plan.op != "slogdet") * plan.n * plan.n
+        write_width = max(k.store_bytes, e) if plan.op == "slogdet_inv" else e
+        accesses = (math.ceil(matrix_bytes / max(k.load_bytes, 4)) +
+                    (plan.op != "slogdet") * math.ceil(matrix_bytes / write_width))
         lines = min(g.warp, max(1, math.ceil(g.warp * matrix_bytes / LINE_BYTES)))
         times["L1 lines"] = (batch / g.warp * accesses * lines) / (g.units * g.clock_hz * L1_LINES_PER_CLOCK)
     if plan.team > 1:
