@@ -76,6 +76,26 @@ template <> struct piece16<float> {
 };
 #endif
 
+// Whether a per-thread inverse writes A^-T's rows in 16-byte pieces (store_piece): on
+// CUDA, and in the host emulation, so that the CPU-run tests check which element goes
+// where; gfx942 keeps its element stores (its code unchanged, unmeasured).
+#if defined(__HIP_DEVICE_COMPILE__)
+inline constexpr bool piece_stores = false;
+#else
+inline constexpr bool piece_stores = true;
+#endif
+
+// dst[0..16 / sizeof(R)) = parts, dst 16-byte aligned: one 16-byte store on CUDA
+// (__stwb, st.global.wb, the default policy: assigned through a double2 pointer, nvcc 13
+// stored the piece as two 8-byte halves).
+template <class R> TINYLA_HD void store_piece(R* dst, const R* parts) {
+#if defined(__CUDA_ARCH__)
+  __stwb(reinterpret_cast<typename piece16<R>::type*>(dst), piece16<R>::of(parts));
+#else
+  __builtin_memcpy(dst, parts, 16);
+#endif
+}
+
 // Copies a matrix of nn elements from global memory into the caller's array, every
 // load issued before the first store (so that all are in flight at once); Align:
 // the bytes both pointers are aligned to, which lets the compilers use vector loads.
@@ -167,15 +187,13 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
     column_positions<N>(pivots, pos);
     const bool tr = jb.transpose_x && N > 2;
     bool stored = false;
-#if defined(__CUDA_ARCH__)
     // A^-T (the gradient's): its row pos[j] is column j of Y, N consecutive elements, so
     // 16-byte stores where the output is aligned: half the store instructions of float64,
     // each touching a line per thread (measured on an H200, the inverses' element stores
     // kept L2 77 % busy at float64 n = 4).
-    if constexpr (N > 2 && N * sizeof(E) % 16 == 0) {
+    if constexpr (piece_stores && N > 2 && N * sizeof(E) % 16 == 0) {
       if (tr && reinterpret_cast<std::uintptr_t>(out) % 16 == 0) {
         using R = lane_real<lane_of<E>>;
-        using V = typename piece16<R>::type;
         constexpr int per_piece = int(16 / sizeof(E));
         TINYLA_UNROLL
         for (int j = 0; j < N; ++j) {
@@ -185,15 +203,12 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
             TINYLA_UNROLL
             for (int q = 0; q < per_piece; ++q)
               __builtin_memcpy(parts + q * (sizeof(E) / sizeof(R)), &a[(p * per_piece + q) * N + j], sizeof(E));
-            // __stwb: st.global.wb.v2.f64, the default policy; assigned through a V*,
-            // the piece was stored as two 8-byte halves (nvcc 13's PTX).
-            __stwb(reinterpret_cast<V*>(out + pos[j] * N) + p, piece16<R>::of(parts));
+            store_piece(reinterpret_cast<R*>(out + pos[j] * N + p * per_piece), parts);
           }
         }
         stored = true;
       }
     }
-#endif
     // One loop, the transpose in the address: with a loop per branch clang merged
     // them into one that indexed a at run time (gfx942: complex128 a in scratch).
     if (!stored) {
