@@ -63,9 +63,14 @@ TINYLA_HD void copy_strided(const E* src, E* dst, int64_t count, int64_t first, 
 
 // ---- per-thread kernel ----------------------------------------------------------------
 
+// 16 bytes of real parts R: as CUDA's vector types, which it loads and stores whole
+// (LDG.E.128, STG.E.128); an array elsewhere.
+template <class R> struct piece16 {
+  struct alignas(16) type {
+    R part[16 / sizeof(R)];
+  };
+};
 #if defined(__CUDA_ARCH__)
-// 16 bytes of real parts R as CUDA's vector types load and store them (LDG.E.128, STG.E.128).
-template <class R> struct piece16;
 template <> struct piece16<double> {
   using type = double2;
   static __device__ double2 of(const double* r) { return make_double2(r[0], r[1]); }
@@ -76,13 +81,14 @@ template <> struct piece16<float> {
 };
 #endif
 
-// Whether a per-thread inverse writes A^-T's rows in 16-byte pieces (store_piece): on
-// CUDA, and in the host emulation, so that the CPU-run tests check which element goes
-// where; gfx942 keeps its element stores (its code unchanged, unmeasured).
+// Whether the per-thread kernels move an aligned matrix in named 16-byte pieces
+// (piece16, store_piece): on CUDA, and in the host emulation, so that the CPU-run
+// tests check which element goes where; not on gfx942, whose compiler makes 16-byte
+// loads of its own (global_load_dwordx4) and whose stores are left as they were.
 #if defined(__HIP_DEVICE_COMPILE__)
-inline constexpr bool piece_stores = false;
+inline constexpr bool in_pieces = false;
 #else
-inline constexpr bool piece_stores = true;
+inline constexpr bool in_pieces = true;
 #endif
 
 // dst[0..16 / sizeof(R)) = parts, dst 16-byte aligned: one 16-byte store on CUDA
@@ -102,11 +108,10 @@ template <class R> TINYLA_HD void store_piece(R* dst, const R* parts) {
 template <int Align, int nn, class E> TINYLA_HD void copy_matrix(const E* src, E* dst) {
   src = static_cast<const E*>(__builtin_assume_aligned(src, Align));
   dst = static_cast<E*>(__builtin_assume_aligned(dst, Align));
-#if defined(__CUDA_ARCH__)
   // Named 16-byte loads: nvcc keeps element loads (LDG.E.64 for float64) whatever the
   // alignment, and a warp's loads, a matrix per thread, each touch 32 cache lines:
   // that bound these kernels on L1 (H200: 89 % busy at float64 n = 8, DRAM 36 %).
-  if constexpr (Align >= 16 && nn > 0 && nn * sizeof(E) % 16 == 0) {
+  if constexpr (in_pieces && Align >= 16 && nn > 0 && nn * sizeof(E) % 16 == 0) {
     using V = typename piece16<lane_real<lane_of<E>>>::type;
     constexpr int pieces = int(nn * sizeof(E) / 16);
     V v[pieces];
@@ -114,9 +119,7 @@ template <int Align, int nn, class E> TINYLA_HD void copy_matrix(const E* src, E
     for (int i = 0; i < pieces; ++i) v[i] = reinterpret_cast<const V*>(src)[i];
     TINYLA_UNROLL
     for (int i = 0; i < pieces; ++i) __builtin_memcpy(reinterpret_cast<char*>(dst) + 16 * i, &v[i], 16);
-  } else
-#endif
-  {
+  } else {
     E r[nn > 0 ? nn : 1];
     TINYLA_UNROLL
     for (int i = 0; i < nn; ++i) r[i] = src[i];
@@ -191,7 +194,7 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
     // 16-byte stores where the output is aligned: half the store instructions of float64,
     // each touching a line per thread (measured on an H200, the inverses' element stores
     // kept L2 77 % busy at float64 n = 4).
-    if constexpr (piece_stores && N > 2 && N * sizeof(E) % 16 == 0) {
+    if constexpr (in_pieces && N > 2 && N * sizeof(E) % 16 == 0) {
       if (tr && reinterpret_cast<std::uintptr_t>(out) % 16 == 0) {
         using R = lane_real<lane_of<E>>;
         constexpr int per_piece = int(16 / sizeof(E));
