@@ -135,6 +135,11 @@ def step_loop(code: list[tuple[int, str]], targets: list, shuffle: str, issued) 
 _SASS_REG = re.compile(r"(?<![\w.])R(\d+)")
 
 
+def sass_access_bytes(opcode: str) -> int:
+    """Bytes per thread of an LDG/STG: .64 or .128 in its name, else 4."""
+    return next((int(w) // 8 for w in re.findall(r"\.(64|128)\b", opcode)), 4)
+
+
 def sass_loads(k: Kernel, body: str) -> None:
     """The loads in flight where the matrices come in: runs of global loads, each until the
     first instruction that uses (or overwrites) a register one of them fills; a team's is
@@ -152,12 +157,12 @@ def sass_loads(k: Kernel, body: str) -> None:
         if opcode.startswith(("STL", "LDL")):
             k.spill_ops += 1
         if opcode.startswith("STG"):
-            k.store_bytes = max(k.store_bytes, next((int(w) // 8 for w in re.findall(r"\.(64|128)\b", opcode)), 4))
+            k.store_bytes = max(k.store_bytes, sass_access_bytes(opcode))
         if pending and regs & pending:
             runs.append((count, width))
             pending, count, width = set(), 0, 0
         if opcode.startswith("LDG"):
-            size = next((int(w) // 8 for w in re.findall(r"\.(64|128)\b", opcode)), 4)
+            size = sass_access_bytes(opcode)
             first = int(_SASS_REG.match(operands.strip()).group(1))
             pending.update(range(first, first + max(1, size // 4)))
             count += 1
