@@ -121,17 +121,18 @@ struct plan_options {
   int per_thread_up_to = max_per_thread_n;  // larger n (or past the register budget): the team kernel
   int per_thread_block = 0;                 // 0: from the table
   int warp_team_up_to = max_warp_width;     // larger n (or a team_size given): the LU in shared memory
-  // ... and only where n fills at least this many eighths of the narrowest warp team that
-  // holds it (else the LU in shared memory too): a warp team's step costs its width in
-  // instructions whatever n is, the LU in shared memory less the smaller n. Measured on an
-  // H200 (docs/gpu.md): the LU in shared memory 1.3-1.8x faster at n = 12 and 24 (3/4 of
-  // W = 16 and 32), the warp teams 1.1-1.3x faster at n = 16 and 32.
-  int warp_team_min_eighths = 7;
+  // ... and only where n is at most this short of the narrowest warp team that holds it
+  // (else the LU in shared memory too): a warp team's step costs its width in instructions
+  // whatever n is, the LU in shared memory less the smaller n. Measured (docs/gpu.md): on an
+  // H100 the warp teams 1.04-1.11x faster at n = 14 and 1.3-1.5x at 32, the LU in shared
+  // memory 1.07-1.10x faster at 12 and 1.00-1.16x at 28; on an H200 the LU in shared memory
+  // ahead at 12 and 24, the warp teams at 16 and 32.
+  int warp_team_slack = 2;
   int team_size = 0;  // 0: min(n, max_team_size)
 };
 
 // The launcher's options: the defaults (TINYLA_GPU_TEAMS unset or "fill": warp teams
-// where n fills 7/8 of one), or with TINYLA_GPU_TEAMS=warp the LU of every n up to 32
+// where n is at most 2 short of one's width), or with TINYLA_GPU_TEAMS=warp the LU of every n up to 32
 // past the per-thread kernel in a warp team, =shared in shared memory (the team kernel),
 // so that a GPU can time both (scripts/gpu-check). Read once per process; another value:
 // a warning on stderr and the default, as for TINYLA_ISA.
@@ -140,7 +141,7 @@ inline plan_options launch_options() {
     plan_options o;
     const char* env = std::getenv("TINYLA_GPU_TEAMS");
     if (!env || !*env || std::strcmp(env, "fill") == 0) return o;
-    if (std::strcmp(env, "warp") == 0) o.warp_team_min_eighths = 0;
+    if (std::strcmp(env, "warp") == 0) o.warp_team_slack = max_warp_width;
     else if (std::strcmp(env, "shared") == 0) o.warp_team_up_to = 0;
     else std::fprintf(stderr, "tinyla: TINYLA_GPU_TEAMS=%s is none of fill, warp, shared; using fill\n", env);
     return o;
@@ -187,7 +188,7 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
   if (o.team_size == 0 && n <= o.warp_team_up_to) {
     for (int w : warp_widths)
       if (n <= w) {
-        if (8 * n < o.warp_team_min_eighths * w) break;
+        if (w - n > o.warp_team_slack) break;
         // Blocks of whole warps (32 threads: two 16-thread teams share one),
         // the matrices in shared memory or (a determinant) in registers.
         const bool in_registers = warp_rows_in_registers<E>(family_of(jb.kind), w);

@@ -120,12 +120,13 @@ TYPED_TEST(GpuKernels, TeamKernelMatchesCpuBitForBit) {
   for (int n : {kern::max_per_thread_n + 1, 12, 16, 24, 32}) {
     SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
     const tinyla::job probe{.kind = tinyla::op::slogdet, .batch = 1, .n = n};
-    // As planned: a warp team where n fills 7/8 of it, else the LU in shared memory.
+    // As planned: a warp team where n is at most 2 short of its width, else the LU in
+    // shared memory.
     const int full_width = n == 16 ? 16 : n == 32 ? 32 : 0;
     ASSERT_EQ(kern::plan_launch<element_of<T>>(probe).warp_width, full_width);
     const auto expected = run_all_ops<T>(n, 26);
     EXPECT_EQ(first_difference(run_all_ops<T>(n, 26, emulated_gpu<T>(2)), expected), "");
-    const kern::plan_options warp{.warp_team_min_eighths = 0}, shared{.warp_team_up_to = 0};
+    const kern::plan_options warp{.warp_team_slack = kern::max_warp_width}, shared{.warp_team_up_to = 0};
     ASSERT_EQ(kern::plan_launch<element_of<T>>(probe, warp).warp_width, n <= 16 ? 16 : 32);
     ASSERT_EQ(kern::plan_launch<element_of<T>>(probe, shared).warp_width, 0);
     const auto other = full_width ? shared : warp;
@@ -175,7 +176,7 @@ TYPED_TEST(GpuKernels, WarpTeamAnySizeMatchesCpu) {
   using T = TypeParam;
   for (int n : {3, 7, 15, 17, 31}) {
     SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
-    const kern::plan_options o{.per_thread_up_to = 2, .warp_team_min_eighths = 0};
+    const kern::plan_options o{.per_thread_up_to = 2, .warp_team_slack = kern::max_warp_width};
     const tinyla::job probe{.kind = tinyla::op::slogdet, .batch = 1, .n = n};
     ASSERT_GT(kern::plan_launch<element_of<T>>(probe, o).warp_width, 0);
     EXPECT_EQ(first_difference(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o)), run_all_ops<T>(n, 23)), "");

@@ -216,8 +216,10 @@ TEST(StandIn, TeamsFromTheEnvironment) {
     return plan.warp_width;
   };
   EXPECT_EQ(width(16), shared ? 0 : 16);  // a full team
-  EXPECT_EQ(width(30), shared ? 0 : 32);  // 30 of 32: over 7/8
-  EXPECT_EQ(width(12), warp ? 16 : 0);    // 12 of 16: under 7/8
+  EXPECT_EQ(width(14), shared ? 0 : 16);  // 2 short of 16
+  EXPECT_EQ(width(30), shared ? 0 : 32);  // 2 short of 32
+  EXPECT_EQ(width(12), warp ? 16 : 0);    // 4 short of 16
+  EXPECT_EQ(width(28), warp ? 32 : 0);    // 4 short of 32
   EXPECT_EQ(width(24), warp ? 32 : 0);
 }
 
