@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "gpu/plan.hpp"
@@ -119,6 +120,28 @@ template <int Align, int nn, class E> TINYLA_HD void copy_matrix(const E* src, E
     for (int i = 0; i < pieces; ++i) v[i] = reinterpret_cast<const V*>(src)[i];
     TINYLA_UNROLL
     for (int i = 0; i < pieces; ++i) __builtin_memcpy(reinterpret_cast<char*>(dst) + 16 * i, &v[i], 16);
+  } else if constexpr (in_pieces && Align == 8 && std::is_same_v<E, double> && nn % 2 == 1 && nn > 1) {
+    // An odd count of float64s: every other matrix of a batch starts 8 bytes past a
+    // 16-byte line. Its (nn - 1) / 2 aligned pieces, from element 0 or 1, and the
+    // element left over, the last or the first; then each element taken from where the
+    // phase put it, by selects: a warp's threads alternate phases, and a branch would
+    // issue both sides. (complex64, the other 8-byte element: nvcc 13 split the same
+    // code into 4-byte loads.)
+    using V = typename piece16<lane_real<lane_of<E>>>::type;
+    constexpr int pieces = (nn - 1) / 2;
+    const bool shifted = reinterpret_cast<std::uintptr_t>(src) % 16 != 0;
+    const V* from = reinterpret_cast<const V*>(src + (shifted ? 1 : 0));
+    V v[pieces];
+    TINYLA_UNROLL
+    for (int i = 0; i < pieces; ++i) v[i] = from[i];
+    const E alone = src[shifted ? 0 : nn - 1];
+    E t[nn - 1];
+    TINYLA_UNROLL
+    for (int i = 0; i < pieces; ++i) __builtin_memcpy(reinterpret_cast<char*>(t) + 16 * i, &v[i], 16);
+    dst[0] = shifted ? alone : t[0];
+    TINYLA_UNROLL
+    for (int i = 1; i < nn - 1; ++i) dst[i] = shifted ? t[i - 1] : t[i];
+    dst[nn - 1] = shifted ? t[nn - 2] : alone;
   } else {
     E r[nn > 0 ? nn : 1];
     TINYLA_UNROLL
@@ -207,6 +230,29 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
             for (int q = 0; q < per_piece; ++q)
               __builtin_memcpy(parts + q * (sizeof(E) / sizeof(R)), &a[(p * per_piece + q) * N + j], sizeof(E));
             store_piece(reinterpret_cast<R*>(out + pos[j] * N + p * per_piece), parts);
+          }
+        }
+        stored = true;
+      }
+    } else if constexpr (in_pieces && N > 2 && N % 2 == 1 && std::is_same_v<E, double>) {
+      // Odd N of float64s: a row starts on a 16-byte line or 8 bytes past one,
+      // by the parity of its place. (N - 1) / 2 pieces from its element 0 or 1 and the
+      // element left over, the parts picked by selects (as copy_matrix's loads).
+      if (tr) {
+        using R = lane_real<lane_of<E>>;
+        TINYLA_UNROLL
+        for (int j = 0; j < N; ++j) {
+          E* row = out + pos[j] * N;
+          const bool shifted = reinterpret_cast<std::uintptr_t>(row) % 16 != 0;
+          row[shifted ? 0 : N - 1] = shifted ? a[j] : a[(N - 1) * N + j];
+          TINYLA_UNROLL
+          for (int p = 0; p < (N - 1) / 2; ++p) {
+            const E lo = shifted ? a[(2 * p + 1) * N + j] : a[2 * p * N + j];
+            const E hi = shifted ? a[(2 * p + 2) * N + j] : a[(2 * p + 1) * N + j];
+            R parts[16 / sizeof(R)];
+            __builtin_memcpy(parts, &lo, 8);
+            __builtin_memcpy(parts + 8 / sizeof(R), &hi, 8);
+            store_piece(reinterpret_cast<R*>(row + (shifted ? 1 : 0) + 2 * p), parts);
           }
         }
         stored = true;
