@@ -62,6 +62,29 @@ TINYLA_HD void copy_strided(const E* src, E* dst, int64_t count, int64_t first, 
   for (; i < count; i += stride) dst[i] = src[i];
 }
 
+// An n x n matrix (rows n apart) into rows ld apart (team_ld), by a team's threads:
+// first = the thread's rank, stride = the team's size. A team at least n wide copies
+// a row at a time, each thread one element of it (consecutive threads, consecutive
+// elements), Loads rows' loads in flight; a narrower one (n > 128), each row as
+// copy_strided.
+template <int Loads, class E>
+TINYLA_HD void copy_into_rows(const E* src, E* dst, int n, int ld, int first, int stride) {
+  if (stride < n) {
+    for (int r = 0; r < n; ++r) copy_strided<Loads>(src + int64_t(r) * n, dst + int64_t(r) * ld, n, first, stride);
+    return;
+  }
+  if (first >= n) return;
+  int r = 0;
+  for (; r + Loads <= n; r += Loads) {
+    E v[Loads];
+    TINYLA_UNROLL
+    for (int u = 0; u < Loads; ++u) v[u] = read_element(src[(r + u) * n + first]);
+    TINYLA_UNROLL
+    for (int u = 0; u < Loads; ++u) dst[(r + u) * ld + first] = v[u];
+  }
+  for (; r < n; ++r) dst[r * ld + first] = src[r * n + first];
+}
+
 // ---- per-thread kernel ----------------------------------------------------------------
 
 // 16 bytes of real parts R: as CUDA's vector types, which it loads and stores whole
@@ -341,12 +364,12 @@ struct team_id {
   int rank, size;
 };
 
-// LU with partial pivoting of the n x n matrix a (row-major), in place:
-// U in the upper triangle, the multipliers L below it, the pivot row of step k
-// in piv[k]. The same operations in the same order as eliminate() in
+// LU with partial pivoting of the n x n matrix a (row-major, rows ld apart), in
+// place: U in the upper triangle, the multipliers L below it, the pivot row of step
+// k in piv[k]. The same operations in the same order as eliminate() in
 // src/kernels/lu.hpp (Crout's order), so the results are bit-identical to the
 // CPU's. Calls blk.sync() 4n times whatever the data (every team of the block must).
-template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, team_id tm, int n, E* a, int* piv,
+template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, team_id tm, int n, int ld, E* a, int* piv,
                                                                  lane_of<E>* best_val, int* best_row,
                                                                  det_accum<E>& acc) {
   using L = lane_of<E>;
@@ -355,16 +378,16 @@ template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, tea
     // Column k, rows k..n-1, receives the earlier steps.
     if (k > 0)
       for (int i = k + tm.rank; i < n; i += tm.size)
-        a[i * n + k] = a[i * n + k] - dot_product(k, a + i * n, 1, a + k, n);
+        a[i * ld + k] = a[i * ld + k] - dot_product(k, a + i * ld, 1, a + k, ld);
     blk.sync();
     // Pivot: LAPACK's first row of largest magnitude. Each thread scans its
     // rows below k (NaN never wins a strict >), then every thread combines
     // the team's candidates in the same order; a NaN or unbeaten diagonal stays.
-    const L diag = pivot_magnitude(a[k * n + k]);  // read before the barrier: rank 0 may swap it after
+    const L diag = pivot_magnitude(a[k * ld + k]);  // read before the barrier: rank 0 may swap it after
     L cand = L(-1);
     int cand_row = n;
     for (int i = k + 1 + tm.rank; i < n; i += tm.size) {
-      const L v = pivot_magnitude(a[i * n + k]);
+      const L v = pivot_magnitude(a[i * ld + k]);
       if (v > cand) cand = v, cand_row = i;
     }
     best_val[tm.rank] = cand, best_row[tm.rank] = cand_row;
@@ -377,11 +400,11 @@ template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, tea
     if (tm.rank == 0) piv[k] = p;
     if (p != k)  // whole rows: L's part moves with them
       for (int j = tm.rank; j < n; j += tm.size) {
-        const E u = read_element(a[k * n + j]);
-        a[k * n + j] = a[p * n + j], a[p * n + j] = u;
+        const E u = read_element(a[k * ld + j]);
+        a[k * ld + j] = a[p * ld + j], a[p * ld + j] = u;
       }
     blk.sync();
-    const pivot_inverse<E> pinv(a[k * n + k]);
+    const pivot_inverse<E> pinv(a[k * ld + k]);
     acc.flip(p != k);
     acc.multiply(pinv.p);
     info = first_zero_pivot(info, pinv.p, k);
@@ -389,8 +412,8 @@ template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, tea
     // it becomes L's (disjoint entries).
     if (k > 0)
       for (int j = k + 1 + tm.rank; j < n; j += tm.size)
-        a[k * n + j] = a[k * n + j] - dot_product(k, a + k * n, 1, a + j, n);
-    for (int i = k + 1 + tm.rank; i < n; i += tm.size) a[i * n + k] = pinv.apply(a[i * n + k]);
+        a[k * ld + j] = a[k * ld + j] - dot_product(k, a + k * ld, 1, a + j, ld);
+    for (int i = k + 1 + tm.rank; i < n; i += tm.size) a[i * ld + k] = pinv.apply(a[i * ld + k]);
     blk.sync();
     if ((k & 15) == 15) acc.normalize();
   }
@@ -415,7 +438,7 @@ TINYLA_HD E row_entry(const E (&in_registers)[S], const E* in_memory, int j) {
 }
 
 // team_factor's LU by a warp team: W threads of one warp (n <= W), row `rank`
-// of a in the registers of thread `rank`. Rows never move: each knows its place
+// of a (rows ld apart) in the registers of thread `rank`. Rows never move: each knows its place
 // in the pivoted order. At step k the rows at place k or below finish their
 // entry of column k, a butterfly of shuffles finds the pivot (every thread gets
 // it: the combine is a total order), its row finishes U's row k and shuffles it
@@ -428,17 +451,17 @@ TINYLA_HD E row_entry(const E (&in_registers)[S], const E* in_memory, int j) {
 // RowInRegisters: a is the matrix in global memory, each thread's row loaded
 // into registers at the start (all W loads in flight) and never written.
 template <int W, bool StoreFactors, bool RowInRegisters, class E, class Block, class Matrix>
-TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* piv, det_accum<E>& acc) {
+TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, int ld, Matrix* a, int* piv, det_accum<E>& acc) {
   using L = lane_of<E>;
   static_assert(!(StoreFactors && RowInRegisters));
   constexpr int place_bits = 8;  // a candidate's key: its place, then its rank
   static_assert(W <= (1 << place_bits));
   const bool mine = rank < n;  // the threads past n only take part in the shuffles
-  const E* my_row = a + rank * n;
+  const E* my_row = a + rank * ld;
   E loaded[RowInRegisters ? W : 1];
   if constexpr (RowInRegisters) {
     // Indices clamped into the matrix, so that every load is unconditional.
-    const E* row_or_last = a + (mine ? rank : n - 1) * n;
+    const E* row_or_last = a + (mine ? rank : n - 1) * ld;
     TINYLA_UNROLL
     for (int j = 0; j < W; ++j) loaded[j] = row_or_last[j < n ? j : n - 1];
 #if defined(__HIP_DEVICE_COMPILE__)
@@ -533,51 +556,53 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
     if (mine) {
       TINYLA_UNROLL
       for (int j = 0; j < W; ++j)
-        if (j < n) a[place * n + j] = row[j];
+        if (j < n) a[place * ld + j] = row[j];
     }
     blk.sync();
   }
   return info;
 }
 
-// Solves A x = rhs for one column, given team_factor's LU and pivots; element
-// i of the column is col[i * ld]. Same order of operations as solve() in lu.hpp.
-template <class E> TINYLA_HD void solve_column(int n, const E* lu, const int* piv, E* col, int64_t ld, bool singular) {
+// Solves A x = rhs for one column, given team_factor's LU (rows lu_ld apart) and
+// pivots; element i of the column is col[i * ld]. Same order of operations as
+// solve() in lu.hpp.
+template <class E>
+TINYLA_HD void solve_column(int n, const E* lu, int lu_ld, const int* piv, E* col, int64_t ld, bool singular) {
   for (int k = 0; k < n; ++k) {
     const int p = piv[k];
     if (p != k) {
       const E u = read_element(col[k * ld]);
       col[k * ld] = col[p * ld], col[p * ld] = u;
     }
-    if (k > 0) col[k * ld] = col[k * ld] - dot_product(k, lu + k * n, 1, col, ld);
+    if (k > 0) col[k * ld] = col[k * ld] - dot_product(k, lu + k * lu_ld, 1, col, ld);
   }
   for (int i = n - 1; i >= 0; --i) {
     E s = col[i * ld];
-    for (int c = i + 1; c < n; ++c) s = sub_mul(s, lu[i * n + c], col[c * ld]);
-    col[i * ld] = pivot_inverse<E>(lu[i * n + i]).apply(s);
+    for (int c = i + 1; c < n; ++c) s = sub_mul(s, lu[i * lu_ld + c], col[c * ld]);
+    col[i * ld] = pivot_inverse<E>(lu[i * lu_ld + i]).apply(s);
   }
   if (singular)
     for (int i = 0; i < n; ++i) col[i * ld] = nan_element<E>();
 }
 
-// Row i of Y = A^-1 P^T from team_factor's LU, into row[j * ld] (j < n): the
+// Row i of Y = A^-1 P^T from team_factor's LU (rows lu_ld apart), into row[j * ld] (j < n): the
 // entries invert_factored in lu.hpp computes, each with the same operations in
 // the same order (rows are independent: a thread per row). UnitZeroPivots: with
 // U's exactly zero pivots taken as 1 (adjugate's Y~).
 template <bool UnitZeroPivots = false, class E>
-TINYLA_HD void factored_inverse_row(int n, int i, const E* lu, E* row, int64_t ld) {
+TINYLA_HD void factored_inverse_row(int n, int i, const E* lu, int lu_ld, E* row, int64_t ld) {
   const auto at = [&](int, int p) -> E& { return row[p * ld]; };
   for (int j = 0; j < i; ++j) row[j * ld] = make_element<E>(0.0);
   for (int j = i; j < n; ++j) {  // U^-1
     E sum[1] = {make_element<E>(0.0)};
-    if (j > i) staggered_sums<1>(i, j, sum, at, [&](int, int p) { return lu[p * n + j]; });
-    const E u_jj = UnitZeroPivots ? unit_if_zero(lu[j * n + j]) : lu[j * n + j];
+    if (j > i) staggered_sums<1>(i, j, sum, at, [&](int, int p) { return lu[p * lu_ld + j]; });
+    const E u_jj = UnitZeroPivots ? unit_if_zero(lu[j * lu_ld + j]) : lu[j * lu_ld + j];
     row[j * ld] = inverse_of_u_entry(j == i, sum[0], pivot_inverse<E>(u_jj));
   }
   for (int j = n - 2; j >= 0; --j)  // times L^-1
     subtract_dot_products_group<1, E>(
         n - 1 - j, 0, [&](int) -> E& { return row[j * ld]; }, [&](int, int p) { return row[(j + 1 + p) * ld]; },
-        [&](int, int p) { return lu[(j + 1 + p) * n + j]; });
+        [&](int, int p) { return lu[(j + 1 + p) * lu_ld + j]; });
 }
 
 // getri's last step on a row of Y: the row swaps undone on its columns, the last first.
@@ -591,8 +616,8 @@ template <class E> TINYLA_HD void undo_row_swaps(int n, const int* piv, E* row, 
 
 // Row i of A^-1 from team_factor's LU and pivots (NaN where singular).
 template <class E>
-TINYLA_HD void inverse_row(int n, int i, const E* lu, const int* piv, E* row, int64_t ld, bool singular) {
-  factored_inverse_row(n, i, lu, row, ld);
+TINYLA_HD void inverse_row(int n, int i, const E* lu, int lu_ld, const int* piv, E* row, int64_t ld, bool singular) {
+  factored_inverse_row(n, i, lu, lu_ld, row, ld);
   undo_row_swaps(n, piv, row, ld);
   if (singular)
     for (int j = 0; j < n; ++j) row[j * ld] = nan_element<E>();
@@ -606,12 +631,13 @@ TINYLA_HD void inverse_row(int n, int i, const E* lu, const int* piv, E* row, in
 // team's rows after a barrier, row z_m copied to lu first; then times det(P)
 // det(U~) and the column swaps. x null: an inactive team, which takes part in
 // the block's barriers (3).
-template <class E, class Block> TINYLA_HD void team_adjugate(Block& blk, team_id tm, int n, E* lu, const int* piv,
-                                                             lane_of<E> info, const det_accum<E>& acc, E* x) {
+template <class E, class Block> TINYLA_HD void team_adjugate(Block& blk, team_id tm, int n, int lu_ld, E* lu,
+                                                             const int* piv, lane_of<E> info, const det_accum<E>& acc,
+                                                             E* x) {
   using L = lane_of<E>;
   const bool singular = x && info != L(0);
   if (x)
-    for (int i = tm.rank; i < n; i += tm.size) factored_inverse_row<true>(n, i, lu, x + i, n);
+    for (int i = tm.rank; i < n; i += tm.size) factored_inverse_row<true>(n, i, lu, lu_ld, x + i, n);
   blk.sync();  // Y~ written
   const auto y = [&](int r, int c) { return x[c * n + r]; };
   E chain = make_element<E>(1.0);
@@ -620,11 +646,11 @@ template <class E, class Block> TINYLA_HD void team_adjugate(Block& blk, team_id
   if (singular) {
     TINYLA_UNROLL_INNER
     for (int k = first_zero + 1; k < n; ++k)
-      if (is_zero(lu[k * n + k])) chain = chain * y(last_zero, k), last_zero = k;
+      if (is_zero(lu[k * lu_ld + k])) chain = chain * y(last_zero, k), last_zero = k;
   }
   const det_accum<E> scale =
       singular ? det_of_unit_pivots<E>(
-                     n, [&](int k) { return unit_if_zero(lu[k * n + k]); }, [&](int k) { return piv[k] != k; })
+                     n, [&](int k) { return unit_if_zero(lu[k * lu_ld + k]); }, [&](int k) { return piv[k] != k; })
                : acc;
   blk.sync();  // lu read
   if (singular)
@@ -675,12 +701,14 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
   const int teams = blk.threads() / team_size, team = blk.thread() / team_size;
   const team_id tm{blk.thread() % team_size, team_size};
   const team_layout<R> layout(team_size, n);  // must match plan_launch
-  const int64_t per_team = layout.up(layout.scratch + (workspace ? 0 : nn * int64_t(sizeof(E))));
+  const int ld = int(team_ld(n, W));          // the LU's rows, ld apart
+  const int64_t lu_size = int64_t(n) * ld;
+  const int64_t per_team = layout.up(layout.scratch + (workspace ? 0 : lu_size * int64_t(sizeof(E))));
   char* mine = static_cast<char*>(blk.shared()) + team * per_team;
   int* piv = reinterpret_cast<int*>(mine);
   auto* best_val = reinterpret_cast<R*>(mine + layout.values);
   int* best_row = reinterpret_cast<int*>(mine + layout.rows);
-  E* lu = workspace ? workspace + (blk.block() * teams + team) * nn : reinterpret_cast<E*>(mine + layout.scratch);
+  E* lu = workspace ? workspace + (blk.block() * teams + team) * lu_size : reinterpret_cast<E*>(mine + layout.scratch);
   const E* a = static_cast<const E*>(jb.a);
   E* x = static_cast<E*>(jb.x);
   const int64_t nx = F == family::solve ? n * jb.nrhs : nn;  // x elements per matrix
@@ -692,13 +720,16 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     if constexpr (rows_in_registers) {
       // Inactive teams (past the batch's end) factor the last matrix again: the
       // shuffles take every thread of the warp.
-      info = warp_factor<W, false, true>(blk, tm.rank, n, a + (active ? b : jb.batch - 1) * nn, piv, acc);
+      info = warp_factor<W, false, true>(blk, tm.rank, n, n, a + (active ? b : jb.batch - 1) * nn, piv, acc);
       if (active && tm.rank == 0) store_outputs(jb, b, acc, info);
       continue;
     }
     // Inactive teams factor whatever their slot holds: the barriers inside
     // team_factor are block-wide.
-    if (active) copy_strided<4>(a + b * nn, lu, nn, tm.rank, team_size);
+    if (active) {
+      if constexpr (W > 0) copy_strided<4>(a + b * nn, lu, nn, tm.rank, team_size);  // ld == n
+      else copy_into_rows<4>(a + b * nn, lu, n, ld, tm.rank, team_size);
+    }
     if constexpr (F == family::solve) {
       // The block's right-hand sides into x, its threads striding together (coalesced);
       // an in-place solve (b == x) has nothing to copy. One load in flight: with 4, the
@@ -709,18 +740,19 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
                         blk.threads());
     }
     blk.sync();
-    if constexpr (W > 0) info = warp_factor<W, F != family::determinant, false>(blk, tm.rank, n, lu, piv, acc);
-    else info = team_factor(blk, tm, n, lu, piv, best_val, best_row, acc);
-    if constexpr (F == family::adjugate) team_adjugate(blk, tm, n, lu, piv, info, acc, active ? x + b * nx : nullptr);
+    if constexpr (W > 0) info = warp_factor<W, F != family::determinant, false>(blk, tm.rank, n, ld, lu, piv, acc);
+    else info = team_factor(blk, tm, n, ld, lu, piv, best_val, best_row, acc);
+    if constexpr (F == family::adjugate)
+      team_adjugate(blk, tm, n, ld, lu, piv, info, acc, active ? x + b * nx : nullptr);
     if (active) {
       if constexpr (F == family::inverse) {
         // Row i of the inverse, stored as column i: A^-T, the team's threads
         // writing consecutive elements at every step (as rows, each of their
         // ~n^2 accesses would touch its own 32-byte sector).
-        for (int i = tm.rank; i < n; i += team_size) inverse_row(n, i, lu, piv, x + b * nx + i, n, info != L(0));
+        for (int i = tm.rank; i < n; i += team_size) inverse_row(n, i, lu, ld, piv, x + b * nx + i, n, info != L(0));
       } else if constexpr (F == family::solve) {
         const int m = int(jb.nrhs);
-        for (int j = tm.rank; j < m; j += team_size) solve_column(n, lu, piv, x + b * nx + j, m, info != L(0));
+        for (int j = tm.rank; j < m; j += team_size) solve_column(n, lu, ld, piv, x + b * nx + j, m, info != L(0));
       }
       if (tm.rank == 0) store_outputs(jb, b, acc, info);
     }

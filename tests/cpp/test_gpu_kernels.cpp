@@ -184,10 +184,11 @@ TYPED_TEST(GpuKernels, WarpTeamAnySizeMatchesCpu) {
 }
 
 // The team kernel at the small sizes (n <= 2 are closed forms, not LU), with
-// more threads per team than rows, fewer, and one.
+// more threads per team than rows, fewer, and one; odd and even n (whose LU rows
+// are padded apart: team_ld).
 TYPED_TEST(GpuKernels, TeamKernelAnyTeamSizeMatchesCpu) {
   using T = TypeParam;
-  for (int n : {3, 5, 13}) {
+  for (int n : {3, 5, 12, 13}) {
     for (int team : {1, 4, n + 2}) {
       SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " team=" + std::to_string(team));
       const kern::plan_options o{.per_thread_up_to = 2, .team_size = team};
