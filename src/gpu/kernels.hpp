@@ -438,7 +438,7 @@ TINYLA_HD E row_entry(const E (&in_registers)[S], const E* in_memory, int j) {
 }
 
 // team_factor's LU by a warp team: W threads of one warp (n <= W), row `rank`
-// of a (rows ld apart) in the registers of thread `rank`. Rows never move: each knows its place
+// of a in the registers of thread `rank`. Rows never move: each knows its place
 // in the pivoted order. At step k the rows at place k or below finish their
 // entry of column k, a butterfly of shuffles finds the pivot (every thread gets
 // it: the combine is a total order), its row finishes U's row k and shuffles it
@@ -451,17 +451,17 @@ TINYLA_HD E row_entry(const E (&in_registers)[S], const E* in_memory, int j) {
 // RowInRegisters: a is the matrix in global memory, each thread's row loaded
 // into registers at the start (all W loads in flight) and never written.
 template <int W, bool StoreFactors, bool RowInRegisters, class E, class Block, class Matrix>
-TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, int ld, Matrix* a, int* piv, det_accum<E>& acc) {
+TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* piv, det_accum<E>& acc) {
   using L = lane_of<E>;
   static_assert(!(StoreFactors && RowInRegisters));
   constexpr int place_bits = 8;  // a candidate's key: its place, then its rank
   static_assert(W <= (1 << place_bits));
   const bool mine = rank < n;  // the threads past n only take part in the shuffles
-  const E* my_row = a + rank * ld;
+  const E* my_row = a + rank * n;
   E loaded[RowInRegisters ? W : 1];
   if constexpr (RowInRegisters) {
     // Indices clamped into the matrix, so that every load is unconditional.
-    const E* row_or_last = a + (mine ? rank : n - 1) * ld;
+    const E* row_or_last = a + (mine ? rank : n - 1) * n;
     TINYLA_UNROLL
     for (int j = 0; j < W; ++j) loaded[j] = row_or_last[j < n ? j : n - 1];
 #if defined(__HIP_DEVICE_COMPILE__)
@@ -556,7 +556,7 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, int ld, Matrix* a,
     if (mine) {
       TINYLA_UNROLL
       for (int j = 0; j < W; ++j)
-        if (j < n) a[place * ld + j] = row[j];
+        if (j < n) a[place * n + j] = row[j];
     }
     blk.sync();
   }
@@ -720,7 +720,7 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     if constexpr (rows_in_registers) {
       // Inactive teams (past the batch's end) factor the last matrix again: the
       // shuffles take every thread of the warp.
-      info = warp_factor<W, false, true>(blk, tm.rank, n, n, a + (active ? b : jb.batch - 1) * nn, piv, acc);
+      info = warp_factor<W, false, true>(blk, tm.rank, n, a + (active ? b : jb.batch - 1) * nn, piv, acc);
       if (active && tm.rank == 0) store_outputs(jb, b, acc, info);
       continue;
     }
@@ -740,7 +740,8 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
                         blk.threads());
     }
     blk.sync();
-    if constexpr (W > 0) info = warp_factor<W, F != family::determinant, false>(blk, tm.rank, n, ld, lu, piv, acc);
+    if constexpr (W > 0)
+      info = warp_factor<W, F != family::determinant, false>(blk, tm.rank, n, lu, piv, acc);  // ld == n
     else info = team_factor(blk, tm, n, ld, lu, piv, best_val, best_row, acc);
     if constexpr (F == family::adjugate)
       team_adjugate(blk, tm, n, ld, lu, piv, info, acc, active ? x + b * nx : nullptr);
