@@ -82,7 +82,7 @@ class Kernel:
     loads: int = 0  # global load instructions
     in_flight: int = 0  # global loads in flight where the matrices come in (the first loads)
     load_bytes: int = 0  # the widest of those loads
-    store_bytes: int = 0  # sm_90: the widest global store (a per-thread A^-T's rows: 16 where aligned)
+    store_bytes: int = 0  # sm_90: the widest global store (a per-thread inverse's rows: 16 where aligned)
     step_instructions: int = 0  # a warp team's LU step: the loop that holds the pivot's shuffles
     step_shuffles: int = 0  # ... and the shuffles in it
 
@@ -376,12 +376,12 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
     if plan.team == 1:
         # One matrix per thread: each access of a warp's instruction falls in its own thread's
         # matrix, so it touches up to a line per thread, and L1 serves lines, not bytes. The
-        # matrices' reads, at the width of the first loads, and (inverse, solve) writes: A^-1's
-        # columns and a solve's X an element each (to their pivoted places, and strided), A^-T's
-        # rows (slogdet_inv's) at the widest store's width.
+        # matrices' reads, at the width of the first loads, and (inverse, solve) writes: a
+        # solve's X an element each (strided), the rows of A^-T (slogdet_inv's) and of A^-1
+        # (inv's) at the widest store's width.
         e = ELEMENT_BYTES[plan.dtype]
         matrix_bytes = plan.n * plan.n * e
-        write_width = max(k.store_bytes, e) if plan.op == "slogdet_inv" else e
+        write_width = max(k.store_bytes, e) if plan.op in ("slogdet_inv", "inv") else e
         accesses = (math.ceil(matrix_bytes / max(k.load_bytes, 4)) +
                     (plan.op != "slogdet") * math.ceil(matrix_bytes / write_width))
         lines = min(g.warp, max(1, math.ceil(g.warp * matrix_bytes / LINE_BYTES)))

@@ -196,6 +196,50 @@ template <int N, class L> TINYLA_HD void column_positions(const L* pivots, int* 
   }
 }
 
+// Whether store_row_in_pieces can write the rows of N x N elements E (not on gfx942:
+// in_pieces), and where: rows_in_pieces(out), 16-byte aligned ones, or any for float64
+// at odd N (each row on a 16-byte line or 8 bytes past one).
+template <int N, class E> constexpr bool rows_may_be_in_pieces =
+    in_pieces && N > 2 && (N * sizeof(E) % 16 == 0 || (N % 2 == 1 && std::is_same_v<E, double>));
+template <int N, class E> TINYLA_HD bool rows_in_pieces(const E* out) {
+  if constexpr (N * sizeof(E) % 16 == 0) return reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
+  else return true;
+}
+
+// row[c] = value(c) for c < N, in 16-byte stores (rows_may_be_in_pieces). Odd N of float64s:
+// (N - 1) / 2 pieces from element 0 or 1 by the row's phase and the element left over,
+// the parts picked by selects (as copy_matrix's loads): a warp's threads alternate
+// phases, and a branch would issue both sides.
+template <int N, class E, class Value> TINYLA_HD void store_row_in_pieces(E* row, Value value) {
+  using R = lane_real<lane_of<E>>;
+  if constexpr (N * sizeof(E) % 16 == 0) {
+    constexpr int per_piece = int(16 / sizeof(E));
+    TINYLA_UNROLL
+    for (int p = 0; p < N / per_piece; ++p) {
+      R parts[16 / sizeof(R)];
+      TINYLA_UNROLL
+      for (int q = 0; q < per_piece; ++q) {
+        const E v = value(p * per_piece + q);
+        __builtin_memcpy(parts + q * (sizeof(E) / sizeof(R)), &v, sizeof(E));
+      }
+      store_piece(reinterpret_cast<R*>(row + p * per_piece), parts);
+    }
+  } else {
+    static_assert(N % 2 == 1 && std::is_same_v<E, double>);
+    const bool shifted = reinterpret_cast<std::uintptr_t>(row) % 16 != 0;
+    row[shifted ? 0 : N - 1] = shifted ? value(0) : value(N - 1);
+    TINYLA_UNROLL
+    for (int p = 0; p < (N - 1) / 2; ++p) {
+      const E lo = shifted ? value(2 * p + 1) : value(2 * p);
+      const E hi = shifted ? value(2 * p + 2) : value(2 * p + 1);
+      R parts[16 / sizeof(R)];
+      __builtin_memcpy(parts, &lo, 8);
+      __builtin_memcpy(parts + 8 / sizeof(R), &hi, 8);
+      store_piece(reinterpret_cast<R*>(row + (shifted ? 1 : 0) + 2 * p), parts);
+    }
+  }
+}
+
 // Solves A x = col for one right-hand side in registers (compile-time N), given
 // eliminate()'s factors and pivots: what eliminate() does to a column of B, in
 // its order (solve_column's), the row swaps by comparisons so that col is
@@ -235,55 +279,35 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
     int pos[N > 0 ? N : 1];
     column_positions<N>(pivots, pos);
     const bool tr = jb.transpose_x && N > 2;
+    // Whole rows in 16-byte pieces where the output allows (store_row_in_pieces): A^-T's
+    // row pos[j] is column j of Y; A^-1's row i is row i of Y once getri's column swaps
+    // are done, here by selects on the pivots (constant indices: a stays in registers).
+    // Per element, A^-1's stores went to pivoted columns: on an H100, float64 n = 8's
+    // inverse took 0.33 ms where the gradient's A^-T in pieces took 0.18. Not for the
+    // adjugate (its kernel serves jax.grad of det, as cofactors = A^-T's rows): the swaps
+    // took it 4-24 more registers (sm_90, float64 n = 3: 72 to 76, 28 to 24 warps per SM).
     bool stored = false;
-    // A^-T (the gradient's): its row pos[j] is column j of Y, N consecutive elements, so
-    // 16-byte stores where the output is aligned: half the store instructions of float64,
-    // each touching a line per thread (measured on an H200, the inverses' element stores
-    // kept L2 77 % busy at float64 n = 4).
-    if constexpr (in_pieces && N > 2 && N * sizeof(E) % 16 == 0) {
-      if (tr && reinterpret_cast<std::uintptr_t>(out) % 16 == 0) {
-        using R = lane_real<lane_of<E>>;
-        constexpr int per_piece = int(16 / sizeof(E));
-        TINYLA_UNROLL
-        for (int j = 0; j < N; ++j) {
+    if constexpr (rows_may_be_in_pieces<N, E>) {
+      if (rows_in_pieces<N, E>(out) && (tr || F == family::inverse)) {
+        if (tr) {
           TINYLA_UNROLL
-          for (int p = 0; p < N / per_piece; ++p) {
-            R parts[16 / sizeof(R)];
+          for (int j = 0; j < N; ++j) store_row_in_pieces<N>(out + pos[j] * N, [&](int c) { return a[c * N + j]; });
+        } else {
+          TINYLA_UNROLL
+          for (int k = N - 2; k >= 0; --k) {
+            const int p = int(pivots[k]);
             TINYLA_UNROLL
-            for (int q = 0; q < per_piece; ++q)
-              __builtin_memcpy(parts + q * (sizeof(E) / sizeof(R)), &a[(p * per_piece + q) * N + j], sizeof(E));
-            store_piece(reinterpret_cast<R*>(out + pos[j] * N + p * per_piece), parts);
+            for (int c = k + 1; c < N; ++c) swap_where(p == c, a + k, a + c, N, N);  // columns k and c
           }
-        }
-        stored = true;
-      }
-    } else if constexpr (in_pieces && N > 2 && N % 2 == 1 && std::is_same_v<E, double>) {
-      // Odd N of float64s: a row starts on a 16-byte line or 8 bytes past one,
-      // by the parity of its place. (N - 1) / 2 pieces from its element 0 or 1 and the
-      // element left over, the parts picked by selects (as copy_matrix's loads).
-      if (tr) {
-        using R = lane_real<lane_of<E>>;
-        TINYLA_UNROLL
-        for (int j = 0; j < N; ++j) {
-          E* row = out + pos[j] * N;
-          const bool shifted = reinterpret_cast<std::uintptr_t>(row) % 16 != 0;
-          row[shifted ? 0 : N - 1] = shifted ? a[j] : a[(N - 1) * N + j];
           TINYLA_UNROLL
-          for (int p = 0; p < (N - 1) / 2; ++p) {
-            const E lo = shifted ? a[(2 * p + 1) * N + j] : a[2 * p * N + j];
-            const E hi = shifted ? a[(2 * p + 2) * N + j] : a[(2 * p + 1) * N + j];
-            R parts[16 / sizeof(R)];
-            __builtin_memcpy(parts, &lo, 8);
-            __builtin_memcpy(parts + 8 / sizeof(R), &hi, 8);
-            store_piece(reinterpret_cast<R*>(row + (shifted ? 1 : 0) + 2 * p), parts);
-          }
+          for (int i = 0; i < N; ++i) store_row_in_pieces<N>(out + i * N, [&](int c) { return a[i * N + c]; });
         }
         stored = true;
       }
     }
-    // One loop, the transpose in the address: with a loop per branch clang merged
-    // them into one that indexed a at run time (gfx942: complex128 a in scratch).
     if (!stored) {
+      // One loop, the transpose in the address: with a loop per branch clang merged
+      // them into one that indexed a at run time (gfx942: complex128 a in scratch).
       TINYLA_UNROLL
       for (int i = 0; i < N; ++i) {
         TINYLA_UNROLL
