@@ -35,7 +35,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,8 @@ class Kernel:
     in_flight: int = 0  # global loads in flight where the matrices come in (the first loads)
     load_bytes: int = 0  # the widest of those loads
     store_bytes: int = 0  # sm_90: the widest global store (a per-thread inverse's rows: 16 where aligned)
-    step_instructions: int = 0  # a warp team's LU step: the loop that holds the pivot's shuffles
-    step_shuffles: int = 0  # ... and the shuffles in it
+    # A warp team's LU steps: (instructions, shuffles) of each chunk's loop (step_loops).
+    step_loops: list[tuple[int, int]] = field(default_factory=list)
 
 
 # ---- sm_90: cuobjdump ------------------------------------------------------------------
@@ -113,23 +113,45 @@ def cuda_kernels(fatbin: str, cuobjdump: str) -> dict[str, Kernel]:
             targets = [int(m.group(1), 16) if (m := re.search(r"\bBRA\b.*?0x([0-9a-f]+)", t)) else None
                        for _, t in code]
             k = kernels[name]
-            k.step_instructions, k.step_shuffles = step_loop(code, targets, "SHFL", lambda text: True)
+            k.step_loops = step_loops(name, "sm_90", code, targets, "SHFL", lambda text: True)
     return kernels
 
 
-def step_loop(code: list[tuple[int, str]], targets: list, shuffle: str, issued) -> tuple[int, int]:
-    """The loop of a warp team's LU step: of the loops (a branch back to an earlier address),
-    the shortest among those that hold the most shuffles; its instructions that issued()
-    counts, and its shuffles ((0, 0) if no loop holds one). Run n times per matrix, it is most
-    of a warp team's instructions (warp_factor)."""
+# Steps per loop of a warp team's LU, as warp_step_chunk in src/gpu/kernels.hpp sets it.
+WARP_STEP_CHUNK = {"sm_90": 8, "gfx942": 32}
+
+
+def step_loops(name: str, arch: str, code: list[tuple[int, str]], targets: list, shuffle: str,
+               issued) -> list[tuple[int, int]]:
+    """The loops of a warp team's LU steps (warp_factor: one per chunk of WARP_STEP_CHUNK
+    steps, the first chunk's first), for the kernel `name` (none but for a warp team's): each
+    one's instructions that issued() counts and its shuffles. Of the loops (a branch back to an
+    earlier address) that hold shuffles: one chunk, the shortest of those with the most
+    shuffles; several, those inside no other (the grid-stride loop holds them all), in address
+    order. Run n times per matrix in all, they are most of a warp team's instructions."""
+    warp = re.search(r"_warp(\d+)$", name)
+    if not warp:
+        return []
+    chunks = max(1, int(warp.group(1)) // WARP_STEP_CHUNK[arch])
     index = {address: i for i, (address, _) in enumerate(code)}
-    best = (0, 0, 0)  # (shuffles, -length, issued)
+    loops = []  # (first address, last address, issued, shuffles, length)
     for end, target in enumerate(targets):
         if target is None or target >= code[end][0] or target not in index:
             continue
         body = code[index[target]:end + 1]
-        best = max(best, (sum(shuffle in text for _, text in body), -len(body), sum(issued(t) for _, t in body)))
-    return best[2], best[0]
+        shuffles = sum(shuffle in text for _, text in body)
+        if shuffles:
+            loops.append((target, code[end][0], sum(issued(t) for _, t in body), shuffles, len(body)))
+    if not loops:
+        return []
+    if chunks == 1:
+        _, _, instructions, shuffles, _ = max(loops, key=lambda lp: (lp[3], -lp[4], lp[2]))
+        return [(instructions, shuffles)]
+    inner = sorted(lp for lp in loops if not any(o is not lp and lp[0] <= o[0] and o[1] <= lp[1] for o in loops))
+    if len(inner) != chunks:
+        sys.exit(f"gpu_report: {name} ({arch}): {len(inner)} innermost loops with shuffles, "
+                 f"expected one per chunk of steps ({chunks})")
+    return [(instructions, shuffles) for _, _, instructions, shuffles, _ in inner]
 
 
 _SASS_REG = re.compile(r"(?<![\w.])R(\d+)")
@@ -209,8 +231,8 @@ def hip_kernels(bundle: str, arch: str, llvm_bin: str) -> dict[str, Kernel]:
                 targets.append(int(t.group(1), 16) + code[0][0] if t else None)
             # Vector and LDS instructions only: a CU issues its scalar ones beside them.
             k = kernels[name]
-            k.step_instructions, k.step_shuffles = step_loop(code, targets, "ds_bpermute",
-                                                             lambda text: text.startswith(("v_", "ds_")))
+            k.step_loops = step_loops(name, arch, code, targets, "ds_bpermute",
+                                      lambda text: text.startswith(("v_", "ds_")))
     return kernels
 
 
@@ -331,11 +353,12 @@ def _pivot_shuffles(dtype: str, width: int) -> tuple[int, int]:
     return int(math.log2(width)) * (real_words + 1) + words, words
 
 
-def warp_step_shuffles(dtype: str, width: int) -> int:
-    """Shuffle instructions in the code of one warp-team step: the pivot's, and U's row, an
-    element for each of the width - 1 entries the unrolled loop holds (warp_factor)."""
+def warp_step_shuffles(dtype: str, width: int, first: int) -> int:
+    """Shuffle instructions in the code of one warp-team step of the chunk that starts at step
+    `first`: the pivot's, and U's row, an element for each of the width - 1 - first entries
+    past `first` that its unrolled loop holds (warp_factor)."""
     pivot, words = _pivot_shuffles(dtype, width)
-    return pivot + words * (width - 1)
+    return pivot + words * (width - 1 - first)
 
 
 def warp_shuffle_bytes(dtype: str, n: int, width: int) -> int:
@@ -398,15 +421,20 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         warp = re.search(r"_warp(\d+)$", plan.kernel)
         if warp:
             lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, int(warp.group(1)))
-            # Its steps are one loop (not unrolled), each about W entries' instructions
-            # whatever n is: n runs of the step loop per matrix, for warp / W teams at once.
-            # Where the compiler made several versions of the step in that loop (more shuffles
-            # than one step has), one of them runs per step.
+            # Its steps are loops (not unrolled), one per chunk of W / (loops) steps, each step
+            # about as many instructions as the entries past the chunk's first, whatever n is:
+            # the chunks' loops run min(n, their last step + 1) - their first step times per
+            # matrix, for warp / W teams at once. Where the compiler made several versions of
+            # a step in its loop (more shuffles than one step has), one of them runs per step.
             width = int(warp.group(1))
-            versions = max(1.0, k.step_shuffles / warp_step_shuffles(plan.dtype, width))
+            chunk = width // max(1, len(k.step_loops))
+            instructions = 0.0
+            for c, (loop_instructions, loop_shuffles) in enumerate(k.step_loops):
+                first = c * chunk
+                versions = max(1.0, loop_shuffles / warp_step_shuffles(plan.dtype, width, first))
+                instructions += loop_instructions / versions * max(0, min(plan.n, first + chunk) - first)
             warps = batch * width / g.warp
-            times["issue"] = (warps * plan.n * k.step_instructions / versions /
-                              (g.units * g.clock_hz * g.issue_per_clock))
+            times["issue"] = warps * instructions / (g.units * g.clock_hz * g.issue_per_clock)
         else:  # candidates: a magnitude and a row each
             real = e if plan.dtype.startswith("f") else e // 2
             lu_bytes = 2 * lu_fmas * e + plan.n * plan.team ** 2 * (real + 4)

@@ -461,6 +461,17 @@ TINYLA_HD E row_entry(const E (&in_registers)[S], const E* in_memory, int j) {
   else return in_memory[j];
 }
 
+// Steps of a warp team's LU per loop (warp_factor): its loops over a row run from the
+// chunk's first step on (sm_90, float64 W = 32: 8 x 1482 SASS instructions a matrix at
+// n = 32, where one loop took 32 x 599). On gfx942 one loop: clang specialized each
+// chunk's loop for every k in it (the float64 W = 32 determinant: 12,672 instructions
+// against 3,720).
+#if defined(__HIP_DEVICE_COMPILE__)
+inline constexpr int warp_step_chunk = max_warp_width;
+#else
+inline constexpr int warp_step_chunk = 8;
+#endif
+
 // team_factor's LU by a warp team: W threads of one warp (n <= W), row `rank`
 // of a in the registers of thread `rank`. Rows never move: each knows its place
 // in the pivoted order. At step k the rows at place k or below finish their
@@ -474,7 +485,8 @@ TINYLA_HD E row_entry(const E (&in_registers)[S], const E* in_memory, int j) {
 // StoreFactors, overwritten with the factors in the pivoted order at the end.
 // RowInRegisters: a is the matrix in global memory, each thread's row loaded
 // into registers at the start (all W loads in flight) and never written.
-template <int W, bool StoreFactors, bool RowInRegisters, class E, class Block, class Matrix>
+template <int W, bool StoreFactors, bool RowInRegisters, int StepChunk = warp_step_chunk, class E, class Block,
+          class Matrix>
 TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* piv, det_accum<E>& acc) {
   using L = lane_of<E>;
   static_assert(!(StoreFactors && RowInRegisters));
@@ -500,80 +512,89 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
   for (int j = 0; j < W; ++j) row[j] = -make_element<E>(0.0);
   int place = rank;
   L info = L(0);
-  // The steps are a loop, not unrolled (unrolled, their W^2 shuffles took the
-  // compilers minutes per kernel); row[] and loaded[] are indexed by constants
-  // only, so that they stay in registers: entry k is found and set by
-  // comparing j with k.
-  for (int k = 0; k < n; ++k) {
-    // Entry k of the row and its sum, picked in one pass (in two, ptxas took
-    // 26 more registers for the float64 W = 32 determinant).
-    E sum_k = row[0], a_k = RowInRegisters ? loaded[0] : make_element<E>(0.0);
-    TINYLA_UNROLL
-    for (int j = 1; j < W; ++j)
-      if (j == k) {
-        sum_k = row[j];
-        if constexpr (RowInRegisters) a_k = loaded[j];
-      }
-    if constexpr (!RowInRegisters) a_k = mine ? my_row[k] : make_element<E>(0.0);
-    E col = mine ? a_k : make_element<E>(0.0);
-    if (k > 0 && place >= k) col = col - sum_k;
-    // The pivot: LAPACK's first row of largest magnitude at or below place k,
-    // the diagonal kept on a tie or when it is NaN (as team_factor: other NaN
-    // rows never win).
-    const L mag = pivot_magnitude(col);
-    L best = L(-1);
-    int key = place << place_bits | rank;
-    if (mine && place == k) best = mag == mag ? mag : L(std::numeric_limits<lane_real<L>>::infinity());
-    // NaN rows stay out by an explicit test: for float, nvcc 13 compiled `mag > -1` (false
-    // for NaN only) to no test at all, and a NaN candidate then split the team's pivot.
-    else if (mine && place > k && mag == mag) best = mag;
-    TINYLA_UNROLL
-    for (int lanes = W / 2; lanes > 0; lanes /= 2) {
-      const L other = blk.shuffle(best, rank ^ lanes, W);
-      const int other_key = blk.shuffle(key, rank ^ lanes, W);
-      if (other > best || (other == best && other_key < key)) best = other, key = other_key;
-    }
-    const int p = key >> place_bits, owner = key & ((1 << place_bits) - 1);
-    if (StoreFactors && rank == 0) piv[k] = p;
-    const pivot_inverse<E> pinv(shuffle_element<W>(blk, col, owner));
-    acc.flip(p != k);
-    acc.multiply(pinv.p);
-    info = first_zero_pivot(info, pinv.p, k);
-    const int was = place;
-    if (was == p) place = k;
-    if (was == k) place = p;
-    // The rows below finish their entry of L's column k; the pivot row, U's row
-    // k, which it shuffles to them to add its products to their sums.
-    const E l = place == k ? col : pinv.apply(col);
-    if constexpr (StoreFactors || !RowInRegisters) {
+  // The steps are loops, not unrolled (unrolled, their W^2 shuffles took the compilers
+  // minutes per kernel); row[] and loaded[] are indexed by constants only, so that they
+  // stay in registers: entry k is found and set by comparing j with k. One loop per
+  // chunk of StepChunk steps, k from From on (a constant): a step touches only
+  // the entries past k, so the chunk's loops start at From, not 0.
+  constexpr int steps = W < StepChunk ? W : StepChunk;
+  static_assert(W % steps == 0);
+  // Inlined by force: clang (gfx942) kept row[] and loaded[] in scratch otherwise.
+  const auto chunk = [&]<int From>() __attribute__((always_inline)) {
+    for (int k = From; k < n && k < From + steps; ++k) {
+      // Entry k of the row and its sum, picked in one pass (in two, ptxas took
+      // 26 more registers for the float64 W = 32 determinant).
+      E sum_k = row[From], a_k = RowInRegisters ? loaded[From] : make_element<E>(0.0);
       TINYLA_UNROLL
-      for (int j = 0; j < W; ++j) {
-        if (StoreFactors && j == k && place >= k) row[j] = l;
-        // In memory, a row's entries are read by the pivot row only (all of them at
-        // once would meet in one bank where n is even).
-        if (j > k && j < n && place == k) {
-          const E a_kj = row_entry<RowInRegisters>(loaded, my_row, j);
-          row[j] = k > 0 ? a_kj - row[j] : a_kj;
+      for (int j = From + 1; j < From + steps; ++j)
+        if (j == k) {
+          sum_k = row[j];
+          if constexpr (RowInRegisters) a_k = loaded[j];
+        }
+      if constexpr (!RowInRegisters) a_k = mine ? my_row[k] : make_element<E>(0.0);
+      E col = mine ? a_k : make_element<E>(0.0);
+      if (k > 0 && place >= k) col = col - sum_k;
+      // The pivot: LAPACK's first row of largest magnitude at or below place k,
+      // the diagonal kept on a tie or when it is NaN (as team_factor: other NaN
+      // rows never win).
+      const L mag = pivot_magnitude(col);
+      L best = L(-1);
+      int key = place << place_bits | rank;
+      if (mine && place == k) best = mag == mag ? mag : L(std::numeric_limits<lane_real<L>>::infinity());
+      // NaN rows stay out by an explicit test: for float, nvcc 13 compiled `mag > -1` (false
+      // for NaN only) to no test at all, and a NaN candidate then split the team's pivot.
+      else if (mine && place > k && mag == mag) best = mag;
+      TINYLA_UNROLL
+      for (int lanes = W / 2; lanes > 0; lanes /= 2) {
+        const L other = blk.shuffle(best, rank ^ lanes, W);
+        const int other_key = blk.shuffle(key, rank ^ lanes, W);
+        if (other > best || (other == best && other_key < key)) best = other, key = other_key;
+      }
+      const int p = key >> place_bits, owner = key & ((1 << place_bits) - 1);
+      if (StoreFactors && rank == 0) piv[k] = p;
+      const pivot_inverse<E> pinv(shuffle_element<W>(blk, col, owner));
+      acc.flip(p != k);
+      acc.multiply(pinv.p);
+      info = first_zero_pivot(info, pinv.p, k);
+      const int was = place;
+      if (was == p) place = k;
+      if (was == k) place = p;
+      // The rows below finish their entry of L's column k; the pivot row, U's row
+      // k, which it shuffles to them to add its products to their sums.
+      const E l = place == k ? col : pinv.apply(col);
+      if constexpr (StoreFactors || !RowInRegisters) {
+        TINYLA_UNROLL
+        for (int j = From; j < W; ++j) {
+          if (StoreFactors && j == k && place >= k) row[j] = l;
+          // In memory, a row's entries are read by the pivot row only (all of them at
+          // once would meet in one bank where n is even).
+          if (j > k && j < n && place == k) {
+            const E a_kj = row_entry<RowInRegisters>(loaded, my_row, j);
+            row[j] = k > 0 ? a_kj - row[j] : a_kj;
+          }
         }
       }
+      TINYLA_UNROLL
+      for (int j = From + 1; j < W; ++j) {
+        if (j <= k || j >= n) continue;
+        E own = row[j];  // the pivot row's: U's entry (k, j)
+        // A determinant whose row is in registers: every thread computes what the
+        // pivot row does, and every row adds the products, as the rows at places k
+        // and above are not read again. No select per entry there: they were a
+        // third of the float64 W = 32 determinant's step (sm_90). At k = 0, a - (-0)
+        // is a but for the sign of a zero, which no determinant output shows (a
+        // pivot's zero sign is not counted): no k > 0 test, which nvcc answered with
+        // a second copy of this loop.
+        if constexpr (RowInRegisters) own = loaded[j] - row[j];
+        const E u = shuffle_element<W>(blk, own, owner);
+        if (RowInRegisters || place > k) row[j] = row[j] + l * u;  // at k = 0: -0 + l u, l u bit for bit
+      }
+      if ((k & 15) == 15) acc.normalize();
     }
-    TINYLA_UNROLL
-    for (int j = 1; j < W; ++j) {
-      if (j <= k || j >= n) continue;
-      E own = row[j];  // the pivot row's: U's entry (k, j)
-      // A determinant whose row is in registers: every thread computes what the
-      // pivot row does, and every row adds the products, as the rows at places k
-      // and above are not read again. No select per entry there: they were a
-      // third of the float64 W = 32 determinant's step (sm_90). At k = 0, a - (-0)
-      // is a but for the sign of a zero, which no determinant output shows (a
-      // pivot's zero sign is not counted): no k > 0 test, which nvcc answered with
-      // a second copy of this loop.
-      if constexpr (RowInRegisters) own = loaded[j] - row[j];
-      const E u = shuffle_element<W>(blk, own, owner);
-      if (RowInRegisters || place > k) row[j] = row[j] + l * u;  // at k = 0: -0 + l u, l u bit for bit
-    }
-    if ((k & 15) == 15) acc.normalize();
-  }
+  };
+  [&]<int... c>(std::integer_sequence<int, c...>) __attribute__((always_inline)) {
+    (chunk.template operator()<c * steps>(), ...);
+  }(std::make_integer_sequence<int, W / steps>{});
   acc.normalize();
   if constexpr (StoreFactors) {
     blk.sync();  // every row of a read
@@ -715,7 +736,7 @@ template <class E, class Block> TINYLA_HD void transpose_through(Block& blk, tea
 // blocks() * teams matrices of global scratch. W > 0: the LU by warp_factor,
 // team_size == W; a determinant whose rows fit in registers
 // (warp_rows_in_registers) reads them from global memory: no shared memory.
-template <family F, int W, class E, class Block>
+template <family F, int W, class E, int StepChunk = warp_step_chunk, class Block>
 TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspace) {
   using L = lane_of<E>;
   using R = lane_real<L>;
@@ -744,7 +765,7 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     if constexpr (rows_in_registers) {
       // Inactive teams (past the batch's end) factor the last matrix again: the
       // shuffles take every thread of the warp.
-      info = warp_factor<W, false, true>(blk, tm.rank, n, a + (active ? b : jb.batch - 1) * nn, piv, acc);
+      info = warp_factor<W, false, true, StepChunk>(blk, tm.rank, n, a + (active ? b : jb.batch - 1) * nn, piv, acc);
       if (active && tm.rank == 0) store_outputs(jb, b, acc, info);
       continue;
     }
@@ -765,7 +786,7 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     }
     blk.sync();
     if constexpr (W > 0)
-      info = warp_factor<W, F != family::determinant, false>(blk, tm.rank, n, lu, piv, acc);  // ld == n
+      info = warp_factor<W, F != family::determinant, false, StepChunk>(blk, tm.rank, n, lu, piv, acc);  // ld == n
     else info = team_factor(blk, tm, n, ld, lu, piv, best_val, best_row, acc);
     if constexpr (F == family::adjugate)
       team_adjugate(blk, tm, n, ld, lu, piv, info, acc, active ? x + b * nx : nullptr);

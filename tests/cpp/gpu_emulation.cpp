@@ -297,7 +297,8 @@ template <class Body> void run_grid_one_thread_at_a_time(int64_t blocks, int thr
 
 }  // namespace
 
-template <class T> tinyla_status run(const tinyla::job& jb, int64_t max_blocks, kern::plan_options options) {
+template <class T>
+tinyla_status run(const tinyla::job& jb, int64_t max_blocks, kern::plan_options options, bool hip_step_loop) {
   if (tinyla_status s = tinyla::validate(tinyla::dtype_of<T>, jb); s != TINYLA_OK) return s;
   using E = kern::kernel_element<T>;  // complex: cplx, layout-compatible
   const kern::launch_plan plan = kern::plan_launch<E>(jb, options);
@@ -310,8 +311,10 @@ template <class T> tinyla_status run(const tinyla::job& jb, int64_t max_blocks, 
                                     [&](host_block& blk) { kern::per_thread_kernel<F, V, E>(blk, jb); });
     } else {
       run_grid(blocks, plan.block_threads, plan.shared_bytes, [&](host_block& blk) {
-        kern::team_kernel<F, kern::warp_width_of(V), E>(blk, jb, plan.team_size,
-                                                        workspace.empty() ? nullptr : workspace.data());
+        E* scratch = workspace.empty() ? nullptr : workspace.data();
+        constexpr int W = kern::warp_width_of(V);
+        if (hip_step_loop && W > 0) kern::team_kernel<F, W, E, kern::max_warp_width>(blk, jb, plan.team_size, scratch);
+        else kern::team_kernel<F, W, E>(blk, jb, plan.team_size, scratch);
       });
     }
   });
@@ -319,6 +322,6 @@ template <class T> tinyla_status run(const tinyla::job& jb, int64_t max_blocks, 
 }
 
 template tinyla_status run<std::tuple_element_t<GPU_EMULATION_TYPE, element_types>>(const tinyla::job&, int64_t,
-                                                                                    kern::plan_options);
+                                                                                    kern::plan_options, bool);
 
 }  // namespace gpu_emulation

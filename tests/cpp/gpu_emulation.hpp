@@ -16,10 +16,11 @@ namespace gpu_emulation {
 using element_types = std::tuple<float, double, std::complex<float>, std::complex<double>>;
 
 // Runs job jb as the GPU backend would launch it for element type T (planned with
-// `options`), on at most max_blocks blocks. Defined for float, double and their
-// complex types, each in its own translation unit (one instantiation of every
-// kernel is most of the test build's time).
-template <class T>
-tinyla_status run(const tinyla::job& jb, std::int64_t max_blocks, tinyla::TINYLA_KERNEL_NS::plan_options options);
+// `options`), on at most max_blocks blocks; hip_step_loop: a warp team's LU steps in
+// one loop, as the HIP kernels run them (warp_step_chunk), not in CUDA's chunks. Defined
+// for float, double and their complex types, each in its own translation unit (one
+// instantiation of every kernel is most of the test build's time).
+template <class T> tinyla_status run(const tinyla::job& jb, std::int64_t max_blocks,
+                                     tinyla::TINYLA_KERNEL_NS::plan_options options, bool hip_step_loop = false);
 
 }  // namespace gpu_emulation

@@ -17,9 +17,12 @@ namespace kern = tinyla::TINYLA_KERNEL_NS;
 // The kernels' element type for T (complex: cplx, layout-compatible).
 template <class T> using element_of = kern::kernel_element<T>;
 
-// The kernels planned with `options`, on at most max_blocks blocks.
-template <class T> auto emulated_gpu(int64_t max_blocks, kern::plan_options options = {}) {
-  return [=](tinyla::dtype, const tinyla::job& jb) { return gpu_emulation::run<T>(jb, max_blocks, options); };
+// The kernels planned with `options`, on at most max_blocks blocks (hip_step_loop:
+// gpu_emulation::run's).
+template <class T> auto emulated_gpu(int64_t max_blocks, kern::plan_options options = {}, bool hip_step_loop = false) {
+  return [=](tinyla::dtype, const tinyla::job& jb) {
+    return gpu_emulation::run<T>(jb, max_blocks, options, hip_step_loop);
+  };
 }
 
 template <class T> class GpuKernels : public ::testing::Test {
@@ -175,11 +178,14 @@ TYPED_TEST(GpuKernels, InPlaceSolveMatchesCpu) {
 TYPED_TEST(GpuKernels, WarpTeamAnySizeMatchesCpu) {
   using T = TypeParam;
   for (int n : {3, 7, 15, 17, 31}) {
-    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
     const kern::plan_options o{.per_thread_up_to = 2, .warp_team_slack = kern::max_warp_width};
     const tinyla::job probe{.kind = tinyla::op::slogdet, .batch = 1, .n = n};
     ASSERT_GT(kern::plan_launch<element_of<T>>(probe, o).warp_width, 0);
-    EXPECT_EQ(first_difference(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o)), run_all_ops<T>(n, 23)), "");
+    for (bool hip_step_loop : {false, true}) {  // the steps in CUDA's chunks, in HIP's one loop
+      SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + (hip_step_loop ? " (one step loop)" : ""));
+      EXPECT_EQ(first_difference(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o, hip_step_loop)), run_all_ops<T>(n, 23)),
+                "");
+    }
   }
 }
 
