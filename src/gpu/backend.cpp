@@ -68,7 +68,9 @@ handle kernel(runtime::runtime& rt, context_kernels& k, dtype t, family f, int n
 }
 
 template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
-  const launch_plan plan = plan_launch<E>(jb, launch_options());
+  plan_options options = launch_options();
+  options.stage_outputs &= this_platform == runtime::platform::cuda;  // the HIP kernels have no such path
+  const launch_plan plan = plan_launch<E>(jb, options);
   if (plan.blocks == 0) return TINYLA_OK;
   if (plan.block_threads > (plan.per_thread ? max_per_thread_block : max_team_block))  // tests keep this from happening
     return fail(TINYLA_BACKEND_ERROR, "internal: the launch plan exceeds the kernel's launch bounds");
@@ -97,8 +99,9 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
       return TINYLA_OUT_OF_MEMORY;  // why: recorded by the runtime
   }
   job args = jb;
-  int team_size = plan.team_size;
-  void* params[] = {&args, &team_size, &workspace};  // the team kernel's; a per-thread kernel reads the first
+  // The team kernel's parameters; a per-thread kernel's second is whether it stages its outputs.
+  int second = plan.per_thread ? int(plan.stage_outputs) : plan.team_size;
+  void* params[] = {&args, &second, &workspace};
   const unsigned grid[3] = {unsigned(plan.blocks), 1, 1}, block[3] = {unsigned(plan.block_threads), 1, 1};
   const bool launched = rt->launch(fn, grid, block, unsigned(plan.shared_bytes), stream, params, nullptr);
   if (workspace) (void)drv.mem_free_async(workspace, stream);  // stream-ordered: after the kernel

@@ -17,6 +17,7 @@ struct device_block {
   __device__ int64_t block() const { return blockIdx.x; }
   __device__ int64_t blocks() const { return gridDim.x; }
   __device__ void sync() { gpuSyncThreads(); }
+  __device__ void sync_warp() { gpuSyncWarp(); }
   template <class T> __device__ T shuffle(T v, int src, int width) { return gpuShuffle(v, src, width); }
   __device__ void* shared() const {
     extern __shared__ __attribute__((aligned(16))) unsigned char tinyla_shared[];
@@ -39,12 +40,12 @@ using tinyla::job;
   __launch_bounds__(max_per_thread_block, per_thread_min_blocks<E>(family::F, N))
 #endif
 // One per-thread kernel; the (family, type, n) that plan_launch never picks
-// (past the register budget) are empty.
+// (past the register budget) are empty. stage_outputs: the plan's (launch_plan).
 #define TINYLA_PER_THREAD_KERNEL(N, F, E, DT)                                                                          \
-  extern "C" __global__ void TINYLA_PER_THREAD_BOUNDS(F, E, N) tinyla_##F##_##DT##_##N(job jb) {                       \
+  extern "C" __global__ void TINYLA_PER_THREAD_BOUNDS(F, E, N) tinyla_##F##_##DT##_##N(job jb, int stage_outputs) {    \
     if constexpr (per_thread_fits<E>(family::F, N)) {                                                                  \
       device_block blk;                                                                                                \
-      per_thread_kernel<family::F, N, E>(blk, jb);                                                                     \
+      per_thread_kernel<family::F, N, E>(blk, jb, stage_outputs != 0);                                                 \
     }                                                                                                                  \
   }
 // The team kernels: V = team_variant (the LU in shared memory) or warp_variant(W).

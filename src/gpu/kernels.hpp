@@ -8,6 +8,8 @@
 //   int thread(), threads()          this thread's index in the block, block size
 //   int64_t block(), blocks()        this block's index in the grid, grid size
 //   void sync()                      block-wide barrier (__syncthreads)
+//   void sync_warp()                 barrier of the thread's warp (__syncwarp); every
+//                                    thread of the block calls it, in the same order
 //   T shuffle(T v, int src, int w)   v of thread src of this thread's aligned group of w
 //                                    threads (T: int, float, double; w a power of 2 up
 //                                    to 32, within a warp); every thread of the block
@@ -84,6 +86,14 @@ TINYLA_HD void copy_into_rows(const E* src, E* dst, int n, int ld, int first, in
   }
   for (; r < n; ++r) dst[r * ld + first] = src[r * n + first];
 }
+
+// A GPU loop kept rolled, where unrolling it would only take registers from the rest of
+// the kernel (TINYLA_UNROLL's counterpart).
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#define TINYLA_ROLLED _Pragma("unroll 1")
+#else
+#define TINYLA_ROLLED
+#endif
 
 // ---- per-thread kernel ----------------------------------------------------------------
 
@@ -257,9 +267,11 @@ template <int N, class E> TINYLA_HD void solve_in_registers(const E* lu, const i
 // One matrix, compile-time n = N, in the caller's registers a (overwritten by
 // its factors); for family::inverse the inverse (family::adjugate: the
 // adjugate), transposed when the job says so, is written to out, each column
-// of Y to its place (column_positions); solve writes X to the job's x (for
-// n <= 2 in place: x holds B).
-template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, int64_t b, E* a, E* out) {
+// of Y to its place (column_positions), element by element where out is the
+// thread's slot in shared memory (per_thread_kernel's staged outputs); solve
+// writes X to the job's x (for n <= 2 in place: x holds B).
+template <family F, int N, bool OutInSlot = false, class E>
+TINYLA_HD void thread_matrix(const job& jb, int64_t b, E* a, E* out) {
   using L = lane_of<E>;
   [[maybe_unused]] constexpr int nn = N * N;  // unused at N = 0
   constexpr shape<N, N> sq{};
@@ -288,7 +300,7 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
     // took it 4-24 more registers (sm_90, float64 n = 3: 72 to 76, 28 to 24 warps per SM).
     bool stored = false;
     if constexpr (rows_may_be_in_pieces<N, E>) {
-      if (rows_in_pieces<N, E>(out) && (tr || F == family::inverse)) {
+      if (!OutInSlot && rows_in_pieces<N, E>(out) && (tr || F == family::inverse)) {
         if (tr) {
           TINYLA_UNROLL
           for (int j = 0; j < N; ++j) store_row_in_pieces<N>(out + pos[j] * N, [&](int c) { return a[c * N + j]; });
@@ -347,6 +359,62 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
   store_outputs(jb, b, acc, info);
 }
 
+// A warp's matrices [first, first + count) from their slots in shared memory (the
+// thread's lane, nn + 1 elements apart: one element of padding, so that the lanes'
+// writes into them fall in different banks) to out, the outputs of matrix `first`
+// on: consecutive lanes, consecutive 16-byte pieces where out is 16-byte aligned (a
+// warp's stores then cover whole lines: each 16-byte piece of a matrix per thread
+// touched a line of its own), else elements.
+template <int N, class E> TINYLA_HD void copy_out_of_slots(const E* slots, E* out, int count, int lane) {
+  using R = lane_real<lane_of<E>>;
+  constexpr int nn = N * N, per_piece = int(16 / sizeof(E));  // elements are 4 to 16 bytes
+  const int elements = count * nn;
+  const auto slot_element = [&](int e) { return read_element(slots[e / nn * (nn + 1) + e % nn]); };
+  int loose = 0;  // the first element left after the pieces
+  if (reinterpret_cast<std::uintptr_t>(out) % 16 == 0) {
+    const int pieces = elements / per_piece;
+    TINYLA_ROLLED
+    for (int p = lane; p < pieces; p += 32) {
+      R parts[16 / sizeof(R)];
+      TINYLA_UNROLL
+      for (int q = 0; q < per_piece; ++q) {
+        const E v = slot_element(p * per_piece + q);
+        __builtin_memcpy(parts + q * (sizeof(E) / sizeof(R)), &v, sizeof(E));
+      }
+      store_piece(reinterpret_cast<R*>(out + p * per_piece), parts);
+    }
+    loose = pieces * per_piece;
+  }
+  TINYLA_ROLLED
+  for (int e = loose + lane; e < elements; e += 32) out[e] = slot_element(e);
+}
+
+// per_thread_kernel's work on matrix b: its loads (aligned: a and x are 16-byte
+// aligned), its math, its outputs (an inverse's to out; InSlot: out is the thread's slot
+// in shared memory).
+template <family F, int N, bool InSlot, class E>
+TINYLA_HD void per_thread_matrix(const job& jb, int64_t b, E* out, bool aligned) {
+  constexpr int64_t nn = int64_t(N) * N;
+  constexpr int align = matrix_alignment<E, N>();
+  const E* a = static_cast<const E*>(jb.a);
+  alignas(16) E m[nn > 0 ? nn : 1];  // aligned: copy_matrix may use vector moves
+  if (aligned) copy_matrix<align, int(nn)>(a + b * nn, m);
+  else copy_matrix<element_alignment<E>, int(nn)>(a + b * nn, m);
+#if defined(__HIP_DEVICE_COMPILE__)
+  // All of the matrix's loads before any use: clang's scheduler otherwise starts
+  // on it after part of them (gfx942, float64 n = 7: 11 of its 25; n = 8: 14 of 32).
+  __builtin_amdgcn_sched_barrier(0);
+#endif
+  if constexpr (F == family::solve && N <= 2) {  // solved in place (larger n: read from B)
+    const int64_t nb = N * jb.nrhs;
+    const E* rhs = static_cast<const E*>(jb.b) + b * nb;
+    E* x = static_cast<E*>(jb.x);
+    if (rhs != x + b * nb)
+      for (int64_t i = 0; i < nb; ++i) x[b * nb + i] = rhs[i];
+  }
+  thread_matrix<F, N, InSlot>(jb, b, m, out);
+}
+
 // Each thread loads its own whole matrix from global memory, every load issued
 // before the first is used (vector loads where the arrays are 16-byte aligned),
 // and writes an inverse straight to its place: no shared memory, no barrier. Staging
@@ -355,29 +423,40 @@ template <family F, int N, class E> TINYLA_HD void thread_matrix(const job& jb, 
 // n = 4: 6 of 32 waves) and, with its loads unrolled to have several in flight,
 // took more registers than these loads on both vendors (sm_90, float64 n = 4:
 // 80 against 66); a warp's consecutive loads here cover whole cache lines.
-template <family F, int N, class E, class Block> TINYLA_HD void per_thread_kernel(Block& blk, const job& jb) {
+// With stage_outputs (CUDA; plan_launch gives the block a slot per thread), an
+// inverse goes to the thread's slot in shared memory instead, and each
+// warp then writes its 32 matrices' outputs out together (copy_out_of_slots). The
+// loop runs as long for every thread of the block (those past the batch's end skip
+// the matrix), as the warps' barriers need.
+template <family F, int N, class E, class Block>
+TINYLA_HD void per_thread_kernel(Block& blk, const job& jb, bool stage_outputs = false) {
   constexpr int64_t nn = int64_t(N) * N;
-  constexpr int align = matrix_alignment<E, N>();
   const int mpb = blk.threads();
   const E* a = static_cast<const E*>(jb.a);
   E* x = static_cast<E*>(jb.x);
   const bool aligned = (reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(x)) % 16 == 0;
-  for (int64_t b = blk.block() * mpb + blk.thread(); b < jb.batch; b += blk.blocks() * mpb) {
-    alignas(16) E m[nn > 0 ? nn : 1];  // aligned: copy_matrix may use vector moves
-    if (aligned) copy_matrix<align, int(nn)>(a + b * nn, m);
-    else copy_matrix<element_alignment<E>, int(nn)>(a + b * nn, m);
-#if defined(__HIP_DEVICE_COMPILE__)
-    // All of the matrix's loads before any use: clang's scheduler otherwise starts
-    // on it after part of them (gfx942, float64 n = 7: 11 of its 25; n = 8: 14 of 32).
-    __builtin_amdgcn_sched_barrier(0);
-#endif
-    if constexpr (F == family::solve && N <= 2) {  // solved in place (larger n: read from B)
-      const int64_t nb = N * jb.nrhs;
-      const E* rhs = static_cast<const E*>(jb.b) + b * nb;
-      if (rhs != x + b * nb)
-        for (int64_t i = 0; i < nb; ++i) x[b * nb + i] = rhs[i];
+  // The kernels that cannot stage keep the loop they had (a loop that runs alike in every
+  // thread moved their registers by -16 to +16 on sm_90).
+  constexpr bool may_stage = in_pieces && F == family::inverse && N > 2;
+  if (!may_stage || !stage_outputs) {
+    for (int64_t b = blk.block() * mpb + blk.thread(); b < jb.batch; b += blk.blocks() * mpb)
+      per_thread_matrix<F, N, false>(jb, b, F == family::determinant || F == family::solve ? nullptr : x + b * nn,
+                                     aligned);
+    return;
+  }
+  if constexpr (may_stage) {
+    const int lane = blk.thread() % 32;
+    E* slots = static_cast<E*>(blk.shared()) + (blk.thread() - lane) * (nn + 1);
+    for (int64_t first = blk.block() * mpb; first < jb.batch; first += blk.blocks() * mpb) {
+      const int64_t b = first + blk.thread();
+      if (b < jb.batch) per_thread_matrix<F, N, true>(jb, b, slots + lane * (nn + 1), aligned);
+      blk.sync_warp();  // every slot of the warp written
+      const int64_t warp_first = first + (blk.thread() - lane);
+      const int64_t left = jb.batch - warp_first;
+      const int count = left <= 0 ? 0 : left < 32 ? int(left) : 32;
+      if (count > 0) copy_out_of_slots<N>(slots, x + warp_first * nn, count, lane);
+      blk.sync_warp();  // every slot read before the next matrices' outputs
     }
-    thread_matrix<F, N>(jb, b, m, F == family::determinant || F == family::solve ? nullptr : x + b * nn);
   }
 }
 

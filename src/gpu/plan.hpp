@@ -129,21 +129,31 @@ struct plan_options {
   // ahead at 12 and 24, the warp teams at 16 and 32.
   int warp_team_slack = 2;
   int team_size = 0;  // 0: min(n, max_team_size)
+  // Per-thread inverses (n > 2): each thread's output into a slot of shared memory,
+  // then each warp's 32 outputs written together, in 16-byte pieces that cover whole lines
+  // (per_thread_kernel), where a thread writing its own matrix touches a line per piece.
+  // CUDA only (the HIP kernels have no such path); not timed yet, so not the default.
+  bool stage_outputs = false;
 };
 
 // The launcher's options: the defaults (TINYLA_GPU_TEAMS unset or "fill": warp teams
 // where n is at most 2 short of one's width), or with TINYLA_GPU_TEAMS=warp the LU of every n up to 32
-// past the per-thread kernel in a warp team, =shared in shared memory (the team kernel),
-// so that a GPU can time both (scripts/gpu-check). Read once per process; another value:
-// a warning on stderr and the default, as for TINYLA_ISA.
+// past the per-thread kernel in a warp team, =shared in shared memory (the team kernel);
+// TINYLA_GPU_STORES=staged stages the per-thread inverses' outputs (stage_outputs), =direct
+// (the default) not; so that a GPU can time each (scripts/gpu-check). Read once per
+// process; another value: a warning on stderr and the default, as for TINYLA_ISA.
 inline plan_options launch_options() {
   static const plan_options options = [] {
     plan_options o;
-    const char* env = std::getenv("TINYLA_GPU_TEAMS");
-    if (!env || !*env || std::strcmp(env, "fill") == 0) return o;
-    if (std::strcmp(env, "warp") == 0) o.warp_team_slack = max_warp_width;
-    else if (std::strcmp(env, "shared") == 0) o.warp_team_up_to = 0;
-    else std::fprintf(stderr, "tinyla: TINYLA_GPU_TEAMS=%s is none of fill, warp, shared; using fill\n", env);
+    const char* teams = std::getenv("TINYLA_GPU_TEAMS");
+    if (!teams || !*teams || std::strcmp(teams, "fill") == 0) {
+    } else if (std::strcmp(teams, "warp") == 0) o.warp_team_slack = max_warp_width;
+    else if (std::strcmp(teams, "shared") == 0) o.warp_team_up_to = 0;
+    else std::fprintf(stderr, "tinyla: TINYLA_GPU_TEAMS=%s is none of fill, warp, shared; using fill\n", teams);
+    const char* stores = std::getenv("TINYLA_GPU_STORES");
+    if (!stores || !*stores || std::strcmp(stores, "direct") == 0) {
+    } else if (std::strcmp(stores, "staged") == 0) o.stage_outputs = true;
+    else std::fprintf(stderr, "tinyla: TINYLA_GPU_STORES=%s is neither direct nor staged; using direct\n", stores);
     return o;
   }();
   return options;
@@ -157,6 +167,7 @@ struct launch_plan {
   int64_t blocks = 0;     // grid size (0: nothing to launch)
   int64_t shared_bytes = 0;
   int64_t workspace_bytes = 0;  // team kernel whose matrix does not fit in shared memory: global scratch
+  bool stage_outputs = false;   // per-thread kernel: its outputs through shared memory (plan_options)
 };
 
 // Per-team shared memory of the team kernel: pivot rows, the argmax
@@ -191,6 +202,10 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
     int per_block = o.per_thread_block > 0 ? o.per_thread_block : per_thread_block[n] * 8 / int(eb < 8 ? 8 : eb);
     p.block_threads = per_block;
     p.blocks = min_of((jb.batch + per_block - 1) / per_block, max_grid_blocks);
+    if (o.stage_outputs && n > 2 && family_of(jb.kind) == family::inverse) {
+      p.stage_outputs = true;
+      p.shared_bytes = per_block * (n * n + 1) * eb;  // a slot per thread, one element apart
+    }
     return p;
   }
   p.per_thread = false;

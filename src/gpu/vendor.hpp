@@ -26,6 +26,13 @@ __device__ inline void gpuSyncThreads() {
   __builtin_amdgcn_s_barrier();
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
+// The wavefront's barrier, with its memory made visible across it (a wavefront runs in
+// lockstep: this orders the memory operations around it).
+__device__ inline void gpuSyncWarp() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
 // v of lane src of this thread's aligned group of `width` lanes (a power of 2
 // up to 32): ds_bpermute, which __shfl is in the HIP headers, on 32-bit words.
 __device__ inline int gpuShuffleWord(int v, int src, int width) {
@@ -52,6 +59,7 @@ template <class T> __device__ inline T gpuShuffle(T v, int src, int width) {
 #define TINYLA_GPU_PLATFORM "cuda"
 #define TINYLA_GPU_NAME(x) cuda##x
 #define gpuSyncThreads __syncthreads
+#define gpuSyncWarp __syncwarp
 #if defined(__CUDACC__)
 // v of lane src of this thread's aligned group of `width` lanes (a power of 2
 // up to 32). The mask names the whole warp: every lane calls it (the warp teams'

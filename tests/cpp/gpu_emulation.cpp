@@ -128,6 +128,7 @@ struct host_block {
   int64_t block() const { return bid; }
   int64_t blocks() const { return nblocks; }
   void sync();
+  void sync_warp() { sync(); }  // the block's barrier: stronger, and every thread calls both alike
   template <class T> T shuffle(T v, int src, int width);
   void* shared() const { return smem; }
 };
@@ -307,8 +308,13 @@ tinyla_status run(const tinyla::job& jb, int64_t max_blocks, kern::plan_options 
   const int64_t blocks = std::min(plan.blocks, max_blocks);
   kern::dispatch_kernel<E>(jb, plan, [&]<kern::family F, int V>() {
     if constexpr (V >= 0) {
-      run_grid_one_thread_at_a_time(blocks, plan.block_threads,
-                                    [&](host_block& blk) { kern::per_thread_kernel<F, V, E>(blk, jb); });
+      if (plan.stage_outputs) {  // the warps share their slots: fibers, with the plan's shared memory
+        run_grid(blocks, plan.block_threads, plan.shared_bytes,
+                 [&](host_block& blk) { kern::per_thread_kernel<F, V, E>(blk, jb, true); });
+      } else {
+        run_grid_one_thread_at_a_time(blocks, plan.block_threads,
+                                      [&](host_block& blk) { kern::per_thread_kernel<F, V, E>(blk, jb); });
+      }
     } else {
       run_grid(blocks, plan.block_threads, plan.shared_bytes, [&](host_block& blk) {
         E* scratch = workspace.empty() ? nullptr : workspace.data();

@@ -43,23 +43,28 @@ TYPED_TEST(GpuKernels, PlansRespectLaunchBoundsAndBudgets) {
   for (auto kind : {tinyla::op::slogdet, tinyla::op::inv, tinyla::op::solve}) {
     for (int64_t n : {0, 1, 2, 3, 5, 6, 7, 8, 9, 16, 31, 32, 33, 77, 78, 100, 129, 1000, 11000}) {
       for (int64_t batch : {int64_t(1), int64_t(1000), int64_t(1) << 40}) {
-        const tinyla::job jb{.kind = kind, .batch = batch, .n = n, .nrhs = 4};
-        const kern::launch_plan p = kern::plan_launch<E>(jb);
-        SCOPED_TRACE("op " + std::to_string(int(kind)) + " n=" + std::to_string(n) + " batch=" + std::to_string(batch));
-        EXPECT_LE(p.block_threads, p.per_thread ? kern::max_per_thread_block : kern::max_team_block);
-        EXPECT_GE(p.block_threads, p.per_thread ? 32 : p.team_size);
-        if (p.warp_width > 0) {  // whole 64-thread waves of whole teams, each holding the matrix's rows
-          EXPECT_EQ(p.team_size, p.warp_width);
-          EXPECT_LE(n, p.warp_width);
-          EXPECT_EQ(p.block_threads % kern::wave_threads, 0);  // no half-idle AMD wave
-          EXPECT_EQ(p.workspace_bytes, 0);
+        for (bool staged : {false, true}) {
+          const tinyla::job jb{.kind = kind, .batch = batch, .n = n, .nrhs = 4};
+          const kern::launch_plan p = kern::plan_launch<E>(jb, {.stage_outputs = staged});
+          SCOPED_TRACE("op " + std::to_string(int(kind)) + " n=" + std::to_string(n) +
+                       " batch=" + std::to_string(batch) + (staged ? " staged" : ""));
+          EXPECT_EQ(p.stage_outputs, staged && p.per_thread && n > 2 && kind == tinyla::op::inv);
+          EXPECT_LE(p.block_threads, p.per_thread ? kern::max_per_thread_block : kern::max_team_block);
+          EXPECT_GE(p.block_threads, p.per_thread ? 32 : p.team_size);
+          if (p.warp_width > 0) {  // whole 64-thread waves of whole teams, each holding the matrix's rows
+            EXPECT_EQ(p.team_size, p.warp_width);
+            EXPECT_LE(n, p.warp_width);
+            EXPECT_EQ(p.block_threads % kern::wave_threads, 0);  // no half-idle AMD wave
+            EXPECT_EQ(p.workspace_bytes, 0);
+          }
+          EXPECT_LE(p.shared_bytes, kern::plan_options{}.shared_budget);
+          EXPECT_GE(p.blocks, 1);
+          EXPECT_LE(p.blocks, kern::max_grid_blocks);
+          if (p.workspace_bytes > 0)
+            EXPECT_LE(p.workspace_bytes,
+                      std::max(kern::max_workspace_bytes, n * n * int64_t(sizeof(E)) * p.block_threads));
+          if (p.stage_outputs) EXPECT_EQ(p.block_threads % 32, 0);  // whole warps share their slots
         }
-        EXPECT_LE(p.shared_bytes, kern::plan_options{}.shared_budget);
-        EXPECT_GE(p.blocks, 1);
-        EXPECT_LE(p.blocks, kern::max_grid_blocks);
-        if (p.workspace_bytes > 0)
-          EXPECT_LE(p.workspace_bytes,
-                    std::max(kern::max_workspace_bytes, n * n * int64_t(sizeof(E)) * p.block_threads));
       }
     }
   }
@@ -96,6 +101,23 @@ TYPED_TEST(GpuKernels, PerThreadKernelMatchesCpuBitForBit) {
   for (int n = 0; n <= kern::max_per_thread_n; ++n) {
     SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
     const kern::plan_options o{.per_thread_block = 32};
+    const auto expected = run_all_ops<T>(n, 150);
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, 150, emulated_gpu<T>(2, o)), expected), "");
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, 150, misaligned<T>(emulated_gpu<T>(2, o))), expected), "")
+        << "misaligned";
+  }
+}
+
+// The same with the inverses' outputs staged per warp in shared memory (stage_outputs):
+// 150 matrices leave the last warp part full, and the grid strides.
+TYPED_TEST(GpuKernels, PerThreadStagedOutputsMatchCpuBitForBit) {
+  using T = TypeParam;
+  for (int n = 0; n <= kern::max_per_thread_n; ++n) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const kern::plan_options o{.per_thread_block = 64, .stage_outputs = true};
+    const tinyla::job probe{.kind = tinyla::op::inv, .batch = 150, .n = n};
+    if (kern::per_thread_fits<element_of<T>>(kern::family::inverse, n))
+      ASSERT_EQ(kern::plan_launch<element_of<T>>(probe, o).stage_outputs, n > 2);
     const auto expected = run_all_ops<T>(n, 150);
     EXPECT_EQ(first_difference(run_all_ops<T>(n, 150, emulated_gpu<T>(2, o)), expected), "");
     EXPECT_EQ(first_difference(run_all_ops<T>(n, 150, misaligned<T>(emulated_gpu<T>(2, o))), expected), "")
