@@ -206,6 +206,19 @@ template <int N, class L> TINYLA_HD void column_positions(const L* pivots, int* 
   }
 }
 
+// dst[q] = value(q) for the 16 / sizeof(E) elements of a 16-byte piece, dst 16-byte
+// aligned: one store (store_piece).
+template <class E, class Value> TINYLA_HD void store_elements_as_piece(E* dst, Value value) {
+  using R = lane_real<lane_of<E>>;
+  R parts[16 / sizeof(R)];
+  TINYLA_UNROLL
+  for (int q = 0; q < int(16 / sizeof(E)); ++q) {
+    const E v = value(q);
+    __builtin_memcpy(parts + q * (sizeof(E) / sizeof(R)), &v, sizeof(E));
+  }
+  store_piece(reinterpret_cast<R*>(dst), parts);
+}
+
 // Whether store_row_in_pieces can write the rows of N x N elements E (not on gfx942:
 // in_pieces), and where: rows_in_pieces(out), 16-byte aligned ones, or any for float64
 // at odd N (each row on a 16-byte line or 8 bytes past one).
@@ -221,19 +234,11 @@ template <int N, class E> TINYLA_HD bool rows_in_pieces(const E* out) {
 // the parts picked by selects (as copy_matrix's loads): a warp's threads alternate
 // phases, and a branch would issue both sides.
 template <int N, class E, class Value> TINYLA_HD void store_row_in_pieces(E* row, Value value) {
-  using R = lane_real<lane_of<E>>;
   if constexpr (N * sizeof(E) % 16 == 0) {
     constexpr int per_piece = int(16 / sizeof(E));
     TINYLA_UNROLL
-    for (int p = 0; p < N / per_piece; ++p) {
-      R parts[16 / sizeof(R)];
-      TINYLA_UNROLL
-      for (int q = 0; q < per_piece; ++q) {
-        const E v = value(p * per_piece + q);
-        __builtin_memcpy(parts + q * (sizeof(E) / sizeof(R)), &v, sizeof(E));
-      }
-      store_piece(reinterpret_cast<R*>(row + p * per_piece), parts);
-    }
+    for (int p = 0; p < N / per_piece; ++p)
+      store_elements_as_piece(row + p * per_piece, [&](int q) { return value(p * per_piece + q); });
   } else {
     static_assert(N % 2 == 1 && std::is_same_v<E, double>);
     const bool shifted = reinterpret_cast<std::uintptr_t>(row) % 16 != 0;
@@ -242,10 +247,7 @@ template <int N, class E, class Value> TINYLA_HD void store_row_in_pieces(E* row
     for (int p = 0; p < (N - 1) / 2; ++p) {
       const E lo = shifted ? value(2 * p + 1) : value(2 * p);
       const E hi = shifted ? value(2 * p + 2) : value(2 * p + 1);
-      R parts[16 / sizeof(R)];
-      __builtin_memcpy(parts, &lo, 8);
-      __builtin_memcpy(parts + 8 / sizeof(R), &hi, 8);
-      store_piece(reinterpret_cast<R*>(row + (shifted ? 1 : 0) + 2 * p), parts);
+      store_elements_as_piece(row + (shifted ? 1 : 0) + 2 * p, [&](int q) { return q == 0 ? lo : hi; });
     }
   }
 }
@@ -366,7 +368,6 @@ TINYLA_HD void thread_matrix(const job& jb, int64_t b, E* a, E* out) {
 // warp's stores then cover whole lines: each 16-byte piece of a matrix per thread
 // touched a line of its own), else elements.
 template <int N, class E> TINYLA_HD void copy_out_of_slots(const E* slots, E* out, int count, int lane) {
-  using R = lane_real<lane_of<E>>;
   constexpr int nn = N * N, per_piece = int(16 / sizeof(E));  // elements are 4 to 16 bytes
   const int elements = count * nn;
   const auto slot_element = [&](int e) { return read_element(slots[e / nn * (nn + 1) + e % nn]); };
@@ -374,15 +375,8 @@ template <int N, class E> TINYLA_HD void copy_out_of_slots(const E* slots, E* ou
   if (reinterpret_cast<std::uintptr_t>(out) % 16 == 0) {
     const int pieces = elements / per_piece;
     TINYLA_ROLLED
-    for (int p = lane; p < pieces; p += 32) {
-      R parts[16 / sizeof(R)];
-      TINYLA_UNROLL
-      for (int q = 0; q < per_piece; ++q) {
-        const E v = slot_element(p * per_piece + q);
-        __builtin_memcpy(parts + q * (sizeof(E) / sizeof(R)), &v, sizeof(E));
-      }
-      store_piece(reinterpret_cast<R*>(out + p * per_piece), parts);
-    }
+    for (int p = lane; p < pieces; p += 32)
+      store_elements_as_piece(out + p * per_piece, [&](int q) { return slot_element(p * per_piece + q); });
     loose = pieces * per_piece;
   }
   TINYLA_ROLLED
