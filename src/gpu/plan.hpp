@@ -202,7 +202,8 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
     int per_block = o.per_thread_block > 0 ? o.per_thread_block : per_thread_block[n] * 8 / int(eb < 8 ? 8 : eb);
     p.block_threads = per_block;
     p.blocks = min_of((jb.batch + per_block - 1) / per_block, max_grid_blocks);
-    if (o.stage_outputs && n > 2 && family_of(jb.kind) == family::inverse) {
+    // Staged only in blocks of whole warps: a warp writes out its 32 slots together.
+    if (o.stage_outputs && n > 2 && family_of(jb.kind) == family::inverse && per_block % 32 == 0) {
       p.stage_outputs = true;
       p.shared_bytes = per_block * (n * n + 1) * eb;  // a slot per thread, one element apart
     }

@@ -118,6 +118,8 @@ TYPED_TEST(GpuKernels, PerThreadStagedOutputsMatchCpuBitForBit) {
     const tinyla::job probe{.kind = tinyla::op::inv, .batch = 150, .n = n};
     if (kern::per_thread_fits<element_of<T>>(kern::family::inverse, n))
       ASSERT_EQ(kern::plan_launch<element_of<T>>(probe, o).stage_outputs, n > 2);
+    const kern::plan_options part_warps{.per_thread_block = 48, .stage_outputs = true};  // not whole warps
+    EXPECT_FALSE(kern::plan_launch<element_of<T>>(probe, part_warps).stage_outputs);
     const auto expected = run_all_ops<T>(n, 150);
     EXPECT_EQ(first_difference(run_all_ops<T>(n, 150, emulated_gpu<T>(2, o)), expected), "");
     EXPECT_EQ(first_difference(run_all_ops<T>(n, 150, misaligned<T>(emulated_gpu<T>(2, o))), expected), "")
