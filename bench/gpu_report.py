@@ -327,6 +327,13 @@ def read_plans(exe: str, teams: str | None = None) -> list[Plan]:
 ELEMENT_BYTES = {"f32": 4, "f64": 8, "c64": 8, "c128": 16}
 
 
+def team_in_warp(plan: Plan) -> bool:
+    """The LU in shared memory with each team in one warp (team_in_warp, src/gpu/plan.hpp):
+    warp barriers, and the pivot by shuffles."""
+    return (plan.team > 1 and "_warp" not in plan.kernel and plan.workspace == 0 and plan.team <= 32
+            and 32 % plan.team == 0 and plan.threads % 32 == 0)
+
+
 def traffic_and_flops(op: str, dtype: str, n: int) -> tuple[int, int, float]:
     """(bytes read, bytes written, flops) per matrix: each input read once, each output written
     once; LU 2/3 n^3 flops, an inverse 2 n^3, a solve with one right-hand side LU + 2 n^2;
@@ -411,7 +418,7 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         times["L1 lines"] = (batch / g.warp * accesses * lines) / (g.units * g.clock_hz * L1_LINES_PER_CLOCK)
     if plan.team > 1:
         # The team kernel's LU reads both operands of its dot products from shared memory, and
-        # at each step every thread reads the team's pivot candidates (team_factor); a warp
+        # at each step gathers the team's pivot candidates (team_factor); a warp
         # team's (its rows in registers) shuffles instead (warp_shuffle_bytes), on the same
         # datapath (32 lanes x 4 bytes a clock). The inverse's and the solves' dot products
         # read one operand there (the factors; the other is their output, in global memory).
@@ -435,12 +442,19 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
                 instructions += loop_instructions / versions * max(0, min(plan.n, first + chunk) - first)
             warps = batch * width / g.warp
             times["issue"] = warps * instructions / (g.units * g.clock_hz * g.issue_per_clock)
-        else:  # candidates: a magnitude and a row each
+        # A team in a slot of a warp (the LU in shared memory at n <= 32: team_in_warp)
+        # issues its accesses as whole-warp instructions with team - n lanes idle: team / n
+        # the bytes of its work. It gathers its pivot candidates by a butterfly of shuffles
+        # (log2(team) rounds of a magnitude and a row); teams across warps have every thread
+        # read every candidate from shared memory.
+        lanes = plan.team / plan.n if team_in_warp(plan) else 1.0
+        if not warp:
             real = e if plan.dtype.startswith("f") else e // 2
-            lu_bytes = 2 * lu_fmas * e + plan.n * plan.team ** 2 * (real + 4)
+            candidates = plan.n * plan.team * (int(math.log2(plan.team)) if team_in_warp(plan) else plan.team)
+            lu_bytes = lanes * 2 * lu_fmas * e + candidates * (real + 4)
         # inv transposes A^-T through shared memory: n^2 elements written there and read back.
         transposed = 2 * plan.n ** 2 if plan.op == "inv" else 0
-        times["shuffles" if warp else "shared memory"] = (batch * (lu_bytes + (fmas - lu_fmas + transposed) * e) /
+        times["shuffles" if warp else "shared memory"] = (batch * (lu_bytes + lanes * (fmas - lu_fmas + transposed) * e) /
                                                          g.shared_bytes_per_s)
         # The inverse (a row per thread, stored as a column of A^-T) and the solves (a column
         # per thread) work in global memory, about n^2 accesses per row or column, counted at
@@ -448,7 +462,7 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         # inv then reads A^-T back and writes A^-1 (2 n^2 more).
         if plan.op != "slogdet":
             vectors = plan.n if plan.op != "solve" else 1
-            times["solve in L1"] = batch * (vectors * plan.n ** 2 + transposed) * e / g.shared_bytes_per_s
+            times["solve in L1"] = lanes * batch * (vectors * plan.n ** 2 + transposed) * e / g.shared_bytes_per_s
     bound = max(times, key=times.get)
     seconds = times[bound]
     return Prediction(resident, limit, filled, seconds, bound, batch * (read + write) / seconds / g.hbm_bytes_per_s)

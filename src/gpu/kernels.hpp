@@ -461,13 +461,22 @@ struct team_id {
   int rank, size;
 };
 
+// The barrier of a team: its warp's where the team lies in one (team_in_warp), else
+// the block's. Either way every thread of the block reaches it alike.
+template <class Block> TINYLA_HD void sync_team(Block& blk, bool in_warp) {
+  if (in_warp) blk.sync_warp();
+  else blk.sync();
+}
+
 // LU with partial pivoting of the n x n matrix a (row-major, rows ld apart), in
 // place: U in the upper triangle, the multipliers L below it, the pivot row of step
 // k in piv[k]. The same operations in the same order as eliminate() in
 // src/kernels/lu.hpp (Crout's order), so the results are bit-identical to the
-// CPU's. Calls blk.sync() 4n times whatever the data (every team of the block must).
-template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, team_id tm, int n, int ld, E* a, int* piv,
-                                                                 lane_of<E>* best_val, int* best_row,
+// CPU's. Calls sync_team 4n times whatever the data (every team of the block must);
+// in_warp: the team lies in one warp (team_in_warp), and shuffles, not
+// best_val / best_row, gather the pivot candidates.
+template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, team_id tm, bool in_warp, int n, int ld,
+                                                                 E* a, int* piv, lane_of<E>* best_val, int* best_row,
                                                                  det_accum<E>& acc) {
   using L = lane_of<E>;
   L info = L(0);
@@ -476,31 +485,43 @@ template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, tea
     if (k > 0)
       for (int i = k + tm.rank; i < n; i += tm.size)
         a[i * ld + k] = a[i * ld + k] - dot_product(k, a + i * ld, 1, a + k, ld);
-    blk.sync();
+    sync_team(blk, in_warp);
     // Pivot: LAPACK's first row of largest magnitude. Each thread scans its
-    // rows below k (NaN never wins a strict >), then every thread combines
-    // the team's candidates in the same order; a NaN or unbeaten diagonal stays.
+    // rows below k (NaN never wins a strict >), then the team's candidates are
+    // combined: the largest, the first row on a tie (a total order, so every
+    // order of combining gives the same row); a NaN or unbeaten diagonal stays.
     const L diag = pivot_magnitude(a[k * ld + k]);  // read before the barrier: rank 0 may swap it after
-    L cand = L(-1);
-    int cand_row = n;
-    for (int i = k + 1 + tm.rank; i < n; i += tm.size) {
-      const L v = pivot_magnitude(a[i * ld + k]);
-      if (v > cand) cand = v, cand_row = i;
-    }
-    best_val[tm.rank] = cand, best_row[tm.rank] = cand_row;
-    blk.sync();
     L best = L(-1);
     int p = n;
-    for (int r = 0; r < tm.size; ++r)
-      if (best_val[r] > best || (best_val[r] == best && best_row[r] < p)) best = best_val[r], p = best_row[r];
+    for (int i = k + 1 + tm.rank; i < n; i += tm.size) {
+      const L v = pivot_magnitude(a[i * ld + k]);
+      if (v > best) best = v, p = i;
+    }
+    const auto combine = [&](L other, int other_row) {
+      if (other > best || (other == best && other_row < p)) best = other, p = other_row;
+    };
+    if (in_warp) {
+      // A butterfly: every thread of the team ends with the team's pivot.
+      for (int lanes = tm.size / 2; lanes > 0; lanes /= 2) {
+        const L other = blk.shuffle(best, tm.rank ^ lanes, tm.size);
+        combine(other, blk.shuffle(p, tm.rank ^ lanes, tm.size));
+      }
+    } else {
+      best_val[tm.rank] = best, best_row[tm.rank] = p;
+      blk.sync();
+      best = L(-1), p = n;
+      for (int r = 0; r < tm.size; ++r) combine(best_val[r], best_row[r]);
+    }
     if (!(best > diag)) p = k;
     if (tm.rank == 0) piv[k] = p;
+    // Every thread has read diag and, in shared memory, the candidates before rows move.
+    if (in_warp) blk.sync_warp();
     if (p != k)  // whole rows: L's part moves with them
       for (int j = tm.rank; j < n; j += tm.size) {
         const E u = read_element(a[k * ld + j]);
         a[k * ld + j] = a[p * ld + j], a[p * ld + j] = u;
       }
-    blk.sync();
+    sync_team(blk, in_warp);
     const pivot_inverse<E> pinv(a[k * ld + k]);
     acc.flip(p != k);
     acc.multiply(pinv.p);
@@ -511,7 +532,7 @@ template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, tea
       for (int j = k + 1 + tm.rank; j < n; j += tm.size)
         a[k * ld + j] = a[k * ld + j] - dot_product(k, a + k * ld, 1, a + j, ld);
     for (int i = k + 1 + tm.rank; i < n; i += tm.size) a[i * ld + k] = pinv.apply(a[i * ld + k]);
-    blk.sync();
+    sync_team(blk, in_warp);
     if ((k & 15) == 15) acc.normalize();
   }
   acc.normalize();
@@ -818,8 +839,9 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
   const int64_t nn = int64_t(n) * n;
   const int teams = blk.threads() / team_size, team = blk.thread() / team_size;
   const team_id tm{blk.thread() % team_size, team_size};
-  const team_layout<R> layout(team_size, n);  // must match plan_launch
-  const int ld = int(team_ld(n, W));          // the LU's rows, ld apart
+  const team_layout<R> layout(team_size, n);                                // must match plan_launch
+  const int ld = int(team_ld(n, W));                                        // the LU's rows, ld apart
+  const bool in_warp = team_in_warp(team_size, blk.threads(), !workspace);  // as plan_launch
   const int64_t lu_size = int64_t(n) * ld;
   const int64_t per_team = layout.up(layout.scratch + (workspace ? 0 : lu_size * int64_t(sizeof(E))));
   char* mine = static_cast<char*>(blk.shared()) + team * per_team;
@@ -860,7 +882,7 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     blk.sync();
     if constexpr (W > 0)
       info = warp_factor<W, F != family::determinant, false, StepChunk>(blk, tm.rank, n, lu, piv, acc);  // ld == n
-    else info = team_factor(blk, tm, n, ld, lu, piv, best_val, best_row, acc);
+    else info = team_factor(blk, tm, in_warp, n, ld, lu, piv, best_val, best_row, acc);
     if constexpr (F == family::adjugate)
       team_adjugate(blk, tm, n, ld, lu, piv, info, acc, active ? x + b * nx : nullptr);
     if (active) {

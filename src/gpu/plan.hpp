@@ -13,16 +13,18 @@
 //   * in the registers of a warp team (n <= max_warp_width): W threads of one
 //     warp, a row each, the pivot and U's rows exchanged by shuffles, no
 //     barrier per step; or
-//   * in shared memory (any n, any team size): the threads exchange the pivot
-//     through shared memory, every elimination step a column-parallel update
-//     between block-wide barriers.
+//   * in shared memory (any n, any team size): every elimination step a
+//     column-parallel update between barriers; at n <= 32 each team in its own
+//     slot of a warp (warp_slot), the pivot found by shuffles and the barriers
+//     the warp's, else the pivot exchanged through shared memory between
+//     block-wide barriers.
 //   Then, straight in the output, a solve's right-hand sides one column per
 //   thread, an inverse one row per thread, stored as A^-T (consecutive threads,
 //   consecutive elements), and A^-1 by a transposition through the matrix's
 //   place in shared memory.
 // Both are grid-stride loops over the batch with 64-bit indices. No warp size
-// is assumed: a warp team's width divides 32 and 64, its shuffles stay within
-// it, and every barrier is block-wide.
+// is assumed: a warp team's width, and a warp slot's, divides 32 and 64, its
+// shuffles stay within it, and a warp barrier is reached by every thread of the block.
 #pragma once
 
 #include <array>
@@ -190,6 +192,25 @@ template <class R> struct team_layout {
 // -> 128-136) for a gain not measured.
 constexpr int64_t team_ld(int64_t n, int warp_width = 0) { return warp_width > 0 ? n : n | 1; }
 
+// The LU in shared memory at n <= 32 puts each team in a slot of a warp, the power of two
+// that holds n rows (threads past n idle in the loops): its barriers are then the warp's,
+// not the block's, and it finds its pivot by shuffles, not by every thread reading every
+// candidate from shared memory. Teams packed n threads apart crossed warps: 4n block
+// barriers a matrix, and n^2 candidate reads a thread (at n = 24 more shared-memory
+// traffic than the dot products).
+constexpr int warp_slot(int64_t n) {
+  int slot = 1;
+  while (slot < n) slot *= 2;
+  return slot;
+}
+// Whether a team kernel's teams each lie in one warp (and so synchronize and find pivots
+// warp-wide): a power-of-two team of at most 32 threads in a block of whole warps, its
+// LU in shared memory (a global workspace keeps the block's barriers, whose ordering of
+// global memory holds on every backend). Decided alike by the plan and the kernel.
+constexpr bool team_in_warp(int team_size, int block_threads, bool in_shared) {
+  return in_shared && team_size <= 32 && 32 % team_size == 0 && block_threads % 32 == 0;
+}
+
 constexpr int64_t max_grid_blocks = int64_t(1) << 20;        // grid-stride beyond this
 constexpr int64_t max_workspace_bytes = int64_t(256) << 20;  // bounds the global workspace (>= 1 block's)
 
@@ -240,13 +261,17 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
         return p;
       }
   }
-  p.team_size = o.team_size > 0 ? o.team_size : int(min_of<int64_t>(n, max_team_size));
+  p.team_size = o.team_size > 0       ? o.team_size
+                : n <= max_warp_width ? warp_slot(n)
+                                      : int(min_of<int64_t>(n, max_team_size));
   const int64_t matrix = n * team_ld(n) * eb;
   const team_layout<R> layout(p.team_size, n);
   const bool in_shared = layout.scratch + matrix <= o.shared_budget;
   const int64_t per_team = layout.up(in_shared ? layout.scratch + matrix : layout.scratch);
   int64_t teams = min_of<int64_t>(team_threads_target / p.team_size, o.shared_budget / per_team);
   teams = teams < 1 ? 1 : teams;
+  const int64_t slots_per_warp = 32 / p.team_size;
+  if (32 % p.team_size == 0 && teams > slots_per_warp) teams -= teams % slots_per_warp;  // whole warps
   p.block_threads = int(teams) * p.team_size;
   p.shared_bytes = teams * per_team;
   const int64_t workspace_blocks = max_workspace_bytes / (teams * matrix);

@@ -128,15 +128,20 @@ struct host_block {
   int64_t block() const { return bid; }
   int64_t blocks() const { return nblocks; }
   void sync();
-  void sync_warp() { sync(); }  // the block's barrier: stronger, and every thread calls both alike
+  void sync_warp();
   template <class T> T shuffle(T v, int src, int width);
   void* shared() const { return smem; }
 };
 
 // One block's GPU threads as fibers on the calling host thread. A
-// thread runs until it reaches sync() or returns; a barrier interval ends when
-// every thread has reached the barrier. The threads of an interval run in an
-// order that changes from one interval to the next (ascending, descending,
+// thread runs until it reaches a barrier or returns. A block barrier (sync())
+// lets its threads on when every thread of the block has reached it; a warp
+// barrier (sync_warp(), and every shuffle) when every thread of the warp (32
+// consecutive threads) has. Between block barriers each warp runs to the next
+// one before the next warp starts (a GPU may schedule so), the warps in
+// ascending order, then descending: a read of another warp's write ordered by
+// warp barriers alone reads the wrong value in one of them. The threads run in
+// an order that changes between barriers (ascending, descending,
 // pseudo-random): a thread reading another's write with no barrier between
 // reads the wrong value for some order, and the bitwise comparison fails. (A
 // host thread per GPU thread and a std::barrier, as before, made the 4n
@@ -174,28 +179,22 @@ class fiber_block {
       unpoison(stack, stack_bytes);  // a previous block's frames may be left poisoned
       start(f.ctx, stack, stack_bytes, &entry);
     }
+    uint64_t segment = 0;
     for (uint64_t interval = 0;; ++interval) {
-      arrange(interval, bid);
-      int at_barrier = 0;
-      for (int t : order_) {
-        current_ = &fibers_[size_t(t)];
-        void* fake = nullptr;
-        start_switch(&fake, stack(t), stack_bytes);
-        swap(main_, current_->ctx);
-        finish_switch(fake, nullptr, nullptr);
-        at_barrier += current_->state == phase::at_barrier;
-      }
-      if (at_barrier == 0) return;  // every thread returned
-      if (at_barrier != threads) fail("sync() reached by some threads of a block, not all (undefined on a GPU)");
+      // Each warp to its next block barrier (or its end) before the next warp starts, the
+      // warps in ascending order in one interval and descending in the next.
+      const int warps = (threads + warp - 1) / warp;
+      for (int i = 0; i < warps; ++i) run_warp(interval % 2 ? warps - 1 - i : i, threads, segment, bid);
+      int done = 0, at_block = 0;
+      for (const fiber& f : fibers_) done += f.state == phase::done, at_block += f.state == phase::at_barrier;
+      if (done == threads) return;
+      if (at_block != threads) fail("sync() reached by some threads of a block, not all (undefined on a GPU)");
+      for (fiber& f : fibers_) f.state = phase::running;
     }
   }
 
-  void sync() {
-    fiber& f = *current_;
-    f.state = phase::at_barrier;
-    switch_to_main(&f.fake_stack);
-    f.state = phase::running;
-  }
+  void sync() { wait(phase::at_barrier); }
+  void sync_warp() { wait(phase::at_warp_barrier); }
 
   // A shuffle: v into this thread's slot, a barrier, then thread from's slot.
   // Two sets of slots, alternate shuffles in each: a thread writes its next
@@ -205,14 +204,15 @@ class fiber_block {
     fiber& f = *current_;
     slot* slots = slots_[f.shuffles++ % 2].data();
     std::memcpy(&slots[tid], &v, sizeof v);
-    sync();
+    sync_warp();  // the group is within the warp: a warp's threads read their slots only
     std::memcpy(&v, &slots[from], sizeof v);
     return v;
   }
 
  private:
   static constexpr size_t stack_bytes = size_t(256) << 10;
-  enum class phase { running, at_barrier, done };
+  static constexpr int warp = 32;
+  enum class phase { running, at_barrier, at_warp_barrier, done };
   struct fiber {
     context ctx;
     host_block blk;
@@ -224,9 +224,37 @@ class fiber_block {
   };
   using slot = std::uint64_t;
 
+  void wait(phase barrier) {
+    current_->state = barrier;
+    switch_to_main(&current_->fake_stack);
+  }
+
+  // Runs warp w's threads, in an order that changes from segment to segment, until each
+  // has returned or waits at a block barrier, letting them past their warp barriers.
+  void run_warp(int w, int threads, uint64_t& segment, int64_t bid) {
+    const int first = w * warp, last = std::min(first + warp, threads);
+    for (;;) {
+      arrange(segment++, bid);
+      for (int t : order_) {
+        if (t < first || t >= last || fibers_[size_t(t)].state != phase::running) continue;
+        current_ = &fibers_[size_t(t)];
+        void* fake = nullptr;
+        start_switch(&fake, stack(t), stack_bytes);
+        swap(main_, current_->ctx);
+        finish_switch(fake, nullptr, nullptr);
+      }
+      int at_warp = 0;
+      for (int t = first; t < last; ++t) at_warp += fibers_[size_t(t)].state == phase::at_warp_barrier;
+      if (at_warp == 0) return;
+      if (at_warp != last - first)
+        fail("sync_warp() or a shuffle reached by some threads of a warp, not all (undefined on a GPU)");
+      for (int t = first; t < last; ++t) fibers_[size_t(t)].state = phase::running;
+    }
+  }
+
   char* stack(int t) const { return stacks_ + stride_ * size_t(t) + (stride_ - stack_bytes); }
 
-  // The order of the threads in this interval.
+  // The order of the threads in this stretch between barriers.
   void arrange(uint64_t interval, int64_t bid) {
     std::iota(order_.begin(), order_.end(), 0);
     if (interval % 3 == 1) std::reverse(order_.begin(), order_.end());
@@ -266,6 +294,11 @@ thread_local fiber_block::fiber* fiber_block::current_ = nullptr;
 void host_block::sync() {
   if (!team) fail("sync() in a per-thread kernel");
   team->sync();
+}
+
+void host_block::sync_warp() {
+  if (!team) fail("sync_warp() in a per-thread kernel");
+  team->sync_warp();
 }
 
 template <class T> T host_block::shuffle(T v, int src, int width) {

@@ -57,6 +57,12 @@ TYPED_TEST(GpuKernels, PlansRespectLaunchBoundsAndBudgets) {
             EXPECT_EQ(p.block_threads % kern::wave_threads, 0);  // no half-idle AMD wave
             EXPECT_EQ(p.workspace_bytes, 0);
           }
+          if (!p.per_thread && p.warp_width == 0 && n <= kern::max_warp_width) {
+            // the LU in shared memory: a team in each aligned slot of a warp
+            EXPECT_EQ(p.team_size, kern::warp_slot(n));
+            EXPECT_GE(p.team_size, n);
+            EXPECT_TRUE(kern::team_in_warp(p.team_size, p.block_threads, p.workspace_bytes == 0));
+          }
           EXPECT_LE(p.shared_bytes, kern::plan_options{}.shared_budget);
           EXPECT_GE(p.blocks, 1);
           EXPECT_LE(p.blocks, kern::max_grid_blocks);
@@ -215,13 +221,19 @@ TYPED_TEST(GpuKernels, WarpTeamAnySizeMatchesCpu) {
 
 // The team kernel at the small sizes (n <= 2 are closed forms, not LU), with
 // more threads per team than rows, fewer, and one; odd and even n (whose LU rows
-// are padded apart: team_ld).
+// are padded apart: team_ld). Teams of 4 lie in warps (shuffles, warp
+// barriers), teams of n + 2 cross them (the block's barriers).
 TYPED_TEST(GpuKernels, TeamKernelAnyTeamSizeMatchesCpu) {
   using T = TypeParam;
   for (int n : {3, 5, 12, 13}) {
     for (int team : {1, 4, n + 2}) {
       SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " team=" + std::to_string(team));
       const kern::plan_options o{.per_thread_up_to = 2, .team_size = team};
+      const tinyla::job probe{.kind = tinyla::op::slogdet_inv, .batch = 23, .n = n};
+      const kern::launch_plan p = kern::plan_launch<element_of<T>>(probe, o);
+      const bool in_warp = kern::team_in_warp(p.team_size, p.block_threads, p.workspace_bytes == 0);
+      if (team == 4) ASSERT_TRUE(in_warp);  // (teams of 1 may not fill a warp's worth of shared memory)
+      if (team == n + 2) ASSERT_FALSE(in_warp);
       EXPECT_EQ(first_difference(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o)), run_all_ops<T>(n, 23)), "");
     }
   }
