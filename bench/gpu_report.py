@@ -443,11 +443,11 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
             warps = batch * width / g.warp
             times["issue"] = warps * instructions / (g.units * g.clock_hz * g.issue_per_clock)
         # A team in a slot of a warp (the LU in shared memory at n <= 32: team_in_warp)
-        # issues its accesses as whole-warp instructions with team - n lanes idle: team / n
-        # the bytes of its work. It gathers its pivot candidates by a butterfly of shuffles
+        # issues its accesses as whole-warp instructions, its rows dealt to its threads in
+        # rounds: ceil(n / team) team / n the bytes of its work. It gathers its pivot candidates by a butterfly of shuffles
         # (log2(team) rounds of a magnitude and a row); teams across warps have every thread
         # read every candidate from shared memory.
-        lanes = plan.team / plan.n if team_in_warp(plan) else 1.0
+        lanes = math.ceil(plan.n / plan.team) * plan.team / plan.n if team_in_warp(plan) else 1.0
         if not warp:
             real = e if plan.dtype.startswith("f") else e // 2
             candidates = plan.n * plan.team * (int(math.log2(plan.team)) if team_in_warp(plan) else plan.team)

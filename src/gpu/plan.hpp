@@ -142,7 +142,9 @@ struct plan_options {
 // where n is at most 2 short of one's width), or with TINYLA_GPU_TEAMS=warp the LU of every n up to 32
 // past the per-thread kernel in a warp team, =shared in shared memory (the team kernel);
 // TINYLA_GPU_STORES=staged stages the per-thread inverses' outputs (stage_outputs), =direct
-// (the default) not; so that a GPU can time each (scripts/gpu-check). Read once per
+// (the default) not; TINYLA_GPU_TEAM_SIZE=t (1..max_team_size) takes the LU in shared memory
+// with teams of t threads wherever a team kernel runs (team_size: in warp slots where t is
+// a power of two up to 32); so that a GPU can time each (scripts/gpu-check). Read once per
 // process; another value: a warning on stderr and the default, as for TINYLA_ISA.
 inline plan_options launch_options() {
   static const plan_options options = [] {
@@ -156,6 +158,14 @@ inline plan_options launch_options() {
     if (!stores || !*stores || std::strcmp(stores, "direct") == 0) {
     } else if (std::strcmp(stores, "staged") == 0) o.stage_outputs = true;
     else std::fprintf(stderr, "tinyla: TINYLA_GPU_STORES=%s is neither direct nor staged; using direct\n", stores);
+    if (const char* size = std::getenv("TINYLA_GPU_TEAM_SIZE"); size && *size) {
+      char* end = nullptr;
+      const long threads = std::strtol(size, &end, 10);
+      if (*end == '\0' && threads >= 1 && threads <= max_team_size) o.team_size = int(threads);
+      else
+        std::fprintf(stderr, "tinyla: TINYLA_GPU_TEAM_SIZE=%s is not a team size of 1 to %d threads; ignored\n", size,
+                     max_team_size);
+    }
     return o;
   }();
   return options;

@@ -171,6 +171,7 @@ class fiber_block {
   // Runs body(blk) for every thread of block `bid` to the end.
   void run(int64_t bid, int64_t nblocks, void* smem, body_fn fn, void* body) {
     const int threads = int(fibers_.size());
+    random_.seed(uint64_t(bid));
     for (int t = 0; t < threads; ++t) {
       fiber& f = fibers_[size_t(t)];
       f.blk = host_block{t, threads, bid, nblocks, this, smem};
@@ -184,7 +185,7 @@ class fiber_block {
       // Each warp to its next block barrier (or its end) before the next warp starts, the
       // warps in ascending order in one interval and descending in the next.
       const int warps = (threads + warp - 1) / warp;
-      for (int i = 0; i < warps; ++i) run_warp(interval % 2 ? warps - 1 - i : i, threads, segment, bid);
+      for (int i = 0; i < warps; ++i) run_warp(interval % 2 ? warps - 1 - i : i, threads, segment);
       int done = 0, at_block = 0;
       for (const fiber& f : fibers_) done += f.state == phase::done, at_block += f.state == phase::at_barrier;
       if (done == threads) return;
@@ -231,12 +232,13 @@ class fiber_block {
 
   // Runs warp w's threads, in an order that changes from segment to segment, until each
   // has returned or waits at a block barrier, letting them past their warp barriers.
-  void run_warp(int w, int threads, uint64_t& segment, int64_t bid) {
+  void run_warp(int w, int threads, uint64_t& segment) {
     const int first = w * warp, last = std::min(first + warp, threads);
     for (;;) {
-      arrange(segment++, bid);
-      for (int t : order_) {
-        if (t < first || t >= last || fibers_[size_t(t)].state != phase::running) continue;
+      arrange(segment++, first, last);
+      for (int i = 0; i < last - first; ++i) {
+        const int t = order_[size_t(i)];
+        if (fibers_[size_t(t)].state != phase::running) continue;
         current_ = &fibers_[size_t(t)];
         void* fake = nullptr;
         start_switch(&fake, stack(t), stack_bytes);
@@ -254,11 +256,12 @@ class fiber_block {
 
   char* stack(int t) const { return stacks_ + stride_ * size_t(t) + (stride_ - stack_bytes); }
 
-  // The order of the threads in this stretch between barriers.
-  void arrange(uint64_t interval, int64_t bid) {
-    std::iota(order_.begin(), order_.end(), 0);
-    if (interval % 3 == 1) std::reverse(order_.begin(), order_.end());
-    if (interval % 3 == 2) std::shuffle(order_.begin(), order_.end(), std::mt19937_64(interval * 7919 + uint64_t(bid)));
+  // The order of threads first..last - 1 in this stretch between barriers.
+  void arrange(uint64_t stretch, int first, int last) {
+    const auto begin = order_.begin(), end = order_.begin() + (last - first);
+    std::iota(begin, end, first);
+    if (stretch % 3 == 1) std::reverse(begin, end);
+    if (stretch % 3 == 2) std::shuffle(begin, end, random_);
   }
 
   // fake_stack: where this fiber's fake stack is kept while it waits; null when
@@ -281,6 +284,7 @@ class fiber_block {
 
   std::vector<fiber> fibers_;
   std::vector<int> order_;
+  std::mt19937_64 random_;  // seeded by the block's index
   std::vector<slot> slots_[2];
   char* stacks_ = nullptr;
   size_t stride_ = 0;

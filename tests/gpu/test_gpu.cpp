@@ -204,23 +204,29 @@ TEST(StandIn, EveryPlannedKernelIsInTheImageAndEachCallIsOneLaunch) {
   EXPECT_GT(kernels.size(), 4u * 4u * 6u);             // most per-thread n of every family and type, and teams
 }
 
-// TINYLA_GPU_TEAMS (ctest runs StandIn.* with it unset, "warp", "shared" and a bad value):
-// the plan options the launcher takes, whose kernels the test above then finds it looking up.
+// TINYLA_GPU_TEAMS (ctest runs StandIn.* with it unset, "warp", "shared" and a bad value)
+// and TINYLA_GPU_TEAM_SIZE (unset, 16 and a bad value): the plan options the launcher
+// takes, whose kernels the test above then finds it looking up.
 TEST(StandIn, TeamsFromTheEnvironment) {
   const std::string teams = std::getenv("TINYLA_GPU_TEAMS") ? std::getenv("TINYLA_GPU_TEAMS") : "";
-  const bool warp = teams == "warp", shared = teams == "shared";
-  const auto width = [](int n) {
+  const std::string size = std::getenv("TINYLA_GPU_TEAM_SIZE") ? std::getenv("TINYLA_GPU_TEAM_SIZE") : "";
+  const bool sized = size == "16";  // a given size: the LU in shared memory for every n
+  const bool warp = teams == "warp" && !sized, shared = teams == "shared" || sized;
+  const auto plan = [](int n) {
     const tinyla::job jb{.kind = op::slogdet_inv, .batch = 1, .n = n};
-    const auto plan = kern::plan_launch<double>(jb, kern::launch_options());
-    EXPECT_FALSE(plan.per_thread) << n;
-    return plan.warp_width;
+    const auto p = kern::plan_launch<double>(jb, kern::launch_options());
+    EXPECT_FALSE(p.per_thread) << n;
+    return p;
   };
-  EXPECT_EQ(width(16), shared ? 0 : 16);  // a full team
-  EXPECT_EQ(width(14), shared ? 0 : 16);  // 2 short of 16
-  EXPECT_EQ(width(30), shared ? 0 : 32);  // 2 short of 32
-  EXPECT_EQ(width(12), warp ? 16 : 0);    // 4 short of 16
-  EXPECT_EQ(width(28), warp ? 32 : 0);    // 4 short of 32
-  EXPECT_EQ(width(24), warp ? 32 : 0);
+  EXPECT_EQ(plan(16).warp_width, shared ? 0 : 16);  // a full team
+  EXPECT_EQ(plan(14).warp_width, shared ? 0 : 16);  // 2 short of 16
+  EXPECT_EQ(plan(30).warp_width, shared ? 0 : 32);  // 2 short of 32
+  EXPECT_EQ(plan(12).warp_width, warp ? 16 : 0);    // 4 short of 16
+  EXPECT_EQ(plan(28).warp_width, warp ? 32 : 0);    // 4 short of 32
+  EXPECT_EQ(plan(24).warp_width, warp ? 32 : 0);
+  // The LU in shared memory: teams of the given size, else a warp slot up to n = 32
+  for (int n : {12, 24, 40})
+    if (plan(n).warp_width == 0) EXPECT_EQ(plan(n).team_size, sized ? 16 : n <= 32 ? kern::warp_slot(n) : n) << n;
 }
 
 TEST(StandIn, LaunchesOnTheCallersStream) {
