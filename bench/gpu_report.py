@@ -418,8 +418,8 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         times["L1 lines"] = (batch / g.warp * accesses * lines) / (g.units * g.clock_hz * L1_LINES_PER_CLOCK)
     if plan.team > 1:
         # The team kernel's LU reads both operands of its dot products from shared memory, and
-        # at each step gathers the team's pivot candidates (team_factor); a warp
-        # team's (its rows in registers) shuffles instead (warp_shuffle_bytes), on the same
+        # gathers the team's pivot candidates at each step (team_factor); a warp team's (its
+        # rows in registers) shuffles instead (warp_shuffle_bytes), on the same
         # datapath (32 lanes x 4 bytes a clock). The inverse's and the solves' dot products
         # read one operand there (the factors; the other is their output, in global memory).
         e = ELEMENT_BYTES[plan.dtype]
@@ -444,9 +444,9 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
             times["issue"] = warps * instructions / (g.units * g.clock_hz * g.issue_per_clock)
         # A team in a slot of a warp (the LU in shared memory at n <= 32: team_in_warp)
         # issues its accesses as whole-warp instructions, its rows dealt to its threads in
-        # rounds: ceil(n / team) team / n the bytes of its work. It gathers its pivot candidates by a butterfly of shuffles
-        # (log2(team) rounds of a magnitude and a row); teams across warps have every thread
-        # read every candidate from shared memory.
+        # rounds: ceil(n / team) team / n the bytes of its work. It gathers its pivot
+        # candidates by a butterfly of shuffles (log2(team) rounds of a magnitude and a row);
+        # teams across warps have every thread read every candidate from shared memory.
         lanes = math.ceil(plan.n / plan.team) * plan.team / plan.n if team_in_warp(plan) else 1.0
         if not warp:
             real = e if plan.dtype.startswith("f") else e // 2
@@ -454,8 +454,8 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
             lu_bytes = lanes * 2 * lu_fmas * e + candidates * (real + 4)
         # inv transposes A^-T through shared memory: n^2 elements written there and read back.
         transposed = 2 * plan.n ** 2 if plan.op == "inv" else 0
-        times["shuffles" if warp else "shared memory"] = (batch * (lu_bytes + lanes * (fmas - lu_fmas + transposed) * e) /
-                                                         g.shared_bytes_per_s)
+        shared_bytes = lu_bytes + lanes * (fmas - lu_fmas + transposed) * e
+        times["shuffles" if warp else "shared memory"] = batch * shared_bytes / g.shared_bytes_per_s
         # The inverse (a row per thread, stored as a column of A^-T) and the solves (a column
         # per thread) work in global memory, about n^2 accesses per row or column, counted at
         # L1 speed (optimistic): the element each, as a team's threads touch consecutive ones;

@@ -514,7 +514,8 @@ template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, tea
     }
     if (!(best > diag)) p = k;
     if (tm.rank == 0) piv[k] = p;
-    // Every thread has read diag and, in shared memory, the candidates before rows move.
+    // Rows move once every thread has read diag: after this barrier in a warp, after the
+    // block's above across warps.
     if (in_warp) blk.sync_warp();
     if (p != k)  // whole rows: L's part moves with them
       for (int j = tm.rank; j < n; j += tm.size) {
