@@ -33,9 +33,12 @@ template <class E> void print_plans(dtype t, long long batch, int max_n) {
       const job jb{.kind = o.kind, .batch = batch, .n = n, .nrhs = o.one_rhs ? 1 : 0, .transpose_x = o.transpose_x};
       const launch_plan p = plan_launch<E>(jb, launch_options());  // TINYLA_GPU_TEAMS as the launcher
       dispatch_kernel<E>(jb, p, [&]<family F, int N>() {
-        std::printf("%s\t%s\t%d\t%s\t%d\t%d\t%lld\t%lld\t%lld\n", o.name, dtype_name(t), n, kernel_name(t, F, N).text,
-                    p.block_threads, p.team_size, (long long)p.blocks, (long long)p.shared_bytes,
-                    (long long)p.workspace_bytes);
+        // team_in_warp: the LU in shared memory with each team in a warp slot (plan.hpp)
+        const bool in_warp =
+            !p.per_thread && p.warp_width == 0 && team_in_warp(p.team_size, p.block_threads, p.workspace_bytes == 0);
+        std::printf("%s\t%s\t%d\t%s\t%d\t%d\t%lld\t%lld\t%lld\t%d\n", o.name, dtype_name(t), n,
+                    kernel_name(t, F, N).text, p.block_threads, p.team_size, (long long)p.blocks,
+                    (long long)p.shared_bytes, (long long)p.workspace_bytes, int(in_warp));
       });
     }
 }
@@ -45,7 +48,7 @@ template <class E> void print_plans(dtype t, long long batch, int max_n) {
 int main(int argc, char** argv) {
   const long long batch = argc > 1 ? std::atoll(argv[1]) : 4096LL * 64;
   const int max_n = argc > 2 ? std::atoi(argv[2]) : 32;
-  std::printf("op\tdtype\tn\tkernel\tblock_threads\tteam_size\tblocks\tshared_bytes\tworkspace_bytes\n");
+  std::printf("op\tdtype\tn\tkernel\tblock_threads\tteam_size\tblocks\tshared_bytes\tworkspace_bytes\tteam_in_warp\n");
   for (int d = 0; d < dtype_count; ++d)
     with_dtype(dtype(d),
                [&](auto info) { print_plans<kernel_element<typename decltype(info)::type>>(dtype(d), batch, max_n); });

@@ -316,6 +316,7 @@ class Plan:
     blocks: int
     shared: int
     workspace: int
+    in_warp: int  # the LU in shared memory, each team in a warp slot (team_in_warp, src/gpu/plan.hpp)
 
 
 def read_plans(exe: str, teams: str | None = None) -> list[Plan]:
@@ -325,13 +326,6 @@ def read_plans(exe: str, teams: str | None = None) -> list[Plan]:
 
 
 ELEMENT_BYTES = {"f32": 4, "f64": 8, "c64": 8, "c128": 16}
-
-
-def team_in_warp(plan: Plan) -> bool:
-    """The LU in shared memory with each team in one warp (team_in_warp, src/gpu/plan.hpp):
-    warp barriers, and the pivot by shuffles."""
-    return (plan.team > 1 and "_warp" not in plan.kernel and plan.workspace == 0 and plan.team <= 32
-            and 32 % plan.team == 0 and plan.threads % 32 == 0)
 
 
 def traffic_and_flops(op: str, dtype: str, n: int) -> tuple[int, int, float]:
@@ -447,10 +441,10 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         # rounds: ceil(n / team) team / n the bytes of its work. It gathers its pivot
         # candidates by a butterfly of shuffles (log2(team) rounds of a magnitude and a row);
         # teams across warps have every thread read every candidate from shared memory.
-        lanes = math.ceil(plan.n / plan.team) * plan.team / plan.n if team_in_warp(plan) else 1.0
+        lanes = math.ceil(plan.n / plan.team) * plan.team / plan.n if plan.in_warp else 1.0
         if not warp:
             real = e if plan.dtype.startswith("f") else e // 2
-            candidates = plan.n * plan.team * (int(math.log2(plan.team)) if team_in_warp(plan) else plan.team)
+            candidates = plan.n * plan.team * (int(math.log2(plan.team)) if plan.in_warp else plan.team)
             lu_bytes = lanes * 2 * lu_fmas * e + candidates * (real + 4)
         # inv transposes A^-T through shared memory: n^2 elements written there and read back.
         transposed = 2 * plan.n ** 2 if plan.op == "inv" else 0
