@@ -30,14 +30,16 @@ struct device_block {
 using namespace tinyla::TINYLA_KERNEL_NS;
 using tinyla::job;
 
-// The per-thread kernels' launch bounds: on NVIDIA with the blocks per SM that
-// hold it to per_thread_register_cap (HIP's second argument means something
-// else, and gfx942 meets its occupancy targets without it).
+// The launch bounds: on NVIDIA with the blocks per SM that hold a per-thread kernel to
+// per_thread_register_cap and a team kernel (V: its variant) to team_register_cap (HIP's
+// second argument means something else, and gfx942 meets its occupancy targets without it).
 #if defined(TINYLA_GPU_HIP)
 #define TINYLA_PER_THREAD_BOUNDS(F, E, N) __launch_bounds__(max_per_thread_block)
+#define TINYLA_TEAM_BOUNDS(F, E, V) __launch_bounds__(max_team_block)
 #else
 #define TINYLA_PER_THREAD_BOUNDS(F, E, N)                                                                              \
   __launch_bounds__(max_per_thread_block, per_thread_min_blocks<E>(family::F, N))
+#define TINYLA_TEAM_BOUNDS(F, E, V) __launch_bounds__(max_team_block, team_min_blocks<E>(family::F, warp_width_of(V)))
 #endif
 // One per-thread kernel; the (family, type, n) that plan_launch never picks
 // (past the register budget) are empty. stage_outputs: the plan's (launch_plan).
@@ -50,7 +52,7 @@ using tinyla::job;
   }
 // The team kernels: V = team_variant (the LU in shared memory) or warp_variant(W).
 #define TINYLA_TEAM_KERNEL(NAME, V, F, E, DT)                                                                          \
-  extern "C" __global__ void __launch_bounds__(max_team_block)                                                         \
+  extern "C" __global__ void TINYLA_TEAM_BOUNDS(F, E, V)                                                               \
       tinyla_##F##_##DT##_##NAME(job jb, int team_size, E* workspace) {                                                \
     device_block blk;                                                                                                  \
     team_kernel<family::F, warp_width_of(V), E>(blk, jb, team_size, workspace);                                        \
