@@ -433,7 +433,11 @@ TINYLA_HD void per_thread_kernel(Block& blk, const job& jb, bool stage_outputs =
   // thread moved their registers by -16 to +16 on sm_90).
   constexpr bool may_stage = in_pieces && F == family::inverse && N > 2;
   if (!may_stage || !stage_outputs) {
-    for (int64_t b = blk.block() * mpb + blk.thread(); b < jb.batch; b += blk.blocks() * mpb)
+    // The stride from mpb zero-extended: sign-extended, ptxas kept its high word live too
+    // (sm_90: the float64 determinant at n = 4 spilled both words under its 64-register cap;
+    // 1-16 fewer registers in most per-thread kernels).
+    const int64_t stride = blk.blocks() * unsigned(mpb);
+    for (int64_t b = blk.block() * mpb + blk.thread(); b < jb.batch; b += stride)
       per_thread_matrix<F, N, false>(jb, b, F == family::determinant || F == family::solve ? nullptr : x + b * nn,
                                      aligned);
     return;
