@@ -69,15 +69,20 @@ template <class E> constexpr int64_t per_thread_words(family f, int64_t n) {
 template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
   return n <= max_per_thread_n && per_thread_words<E>(f, n) <= per_thread_register_budget;
 }
-// Registers a per-thread kernel is held to on NVIDIA (0: the compiler's choice
-// under the launch bounds): a determinant or an inverse at n >= 3 whose arrays
-// take at most 32 registers is held to 64, the count at which an SM holds half
-// its threads. ptxas -v, sm_90: float64 determinant n = 4 from 70 to 64
-// registers and inverse n = 3 from 66 to 64, without a spill; the others it
-// covers take fewer. Held to 64 or 128, these spill: the inverses at n = 4, 6,
-// 7, complex128 at n = 2, the determinants at n = 7, 8.
+// Registers a per-thread kernel is held to on NVIDIA (0: the compiler's choice under the
+// launch bounds): at n >= 3 a determinant, inverse or adjugate whose arrays take at most
+// 32 registers is held to 64 (an SM then holds half its threads), at most 48 to 80. ptxas
+// -v, sm_90: the float64 determinant at n = 4 from 70 to 64 registers and the inverse at
+// n = 3 from 66 to 64; the float64 inverse at n = 4 from 86 to 80 (20 -> 24 warps per SM),
+// the complex128 determinant at n = 3 and the complex64 adjugate at n = 4 from 88 and 86;
+// none spills (a scan of the caps 64, 80 and 128 over every per-thread kernel; the others
+// these cover take fewer already). Held lower they spill (the float64 inverse at n = 4: 88
+// bytes at 64); held to 128, most arrays of 84 words or more spill (the float64 inverse at
+// n = 6, the determinant at n = 7), and so do solves from 14 (float64 n = 2 at 64; n = 4 at 80).
 template <class E> constexpr int per_thread_register_cap(family f, int64_t n) {
-  return f != family::solve && n >= 3 && per_thread_words<E>(f, n) <= 32 ? 64 : 0;
+  if (f == family::solve || n < 3) return 0;
+  const int64_t words = per_thread_words<E>(f, n);
+  return words <= 32 ? 64 : words <= 48 ? 80 : 0;
 }
 // Matrices (= threads) per block of the per-thread kernel, by n, for elements
 // of up to 8 bytes; halved for 16-byte ones (their registers double).
