@@ -36,6 +36,9 @@ using tinyla::job;
 #if defined(TINYLA_GPU_HIP)
 #define TINYLA_PER_THREAD_BOUNDS(F, E, N) __launch_bounds__(max_per_thread_block)
 #define TINYLA_TEAM_BOUNDS(F, E, V) __launch_bounds__(max_team_block)
+#elif defined(TINYLA_SCAN_MIN_BLOCKS)  // bench/register_scan.py: the same for every kernel
+#define TINYLA_PER_THREAD_BOUNDS(F, E, N) __launch_bounds__(max_per_thread_block, TINYLA_SCAN_MIN_BLOCKS)
+#define TINYLA_TEAM_BOUNDS(F, E, V) __launch_bounds__(max_team_block, TINYLA_SCAN_MIN_BLOCKS)
 #else
 #define TINYLA_PER_THREAD_BOUNDS(F, E, N)                                                                              \
   __launch_bounds__(max_per_thread_block, per_thread_min_blocks<E>(family::F, N))

@@ -114,26 +114,29 @@ template <class E> constexpr int per_thread_min_blocks(family f, int64_t n) {
   const int cap = per_thread_register_cap<E>(f, n);
   return cap > 0 ? 64 * 1024 / (cap * max_per_thread_block) : 1;
 }
-// Registers a team kernel is held to on NVIDIA (0: ptxas's choice; warp_width 0: the LU in
-// shared memory). Left to itself under the launch bounds, ptxas (nvcc 13) kept some team
-// kernels below the registers they need and put loop invariants in local memory (sm_90: the
-// float64 solve 80 bytes at 72 registers, the complex64 inverse 96 at 56 with 37 accesses
-// inside the steps). What it does under a cap is not monotonic in the cap (the float64
-// solve keeps nothing at 64), so these come from a scan (-Xptxas -v, sm_90, caps 64..168):
-// per kernel the fewest registers without local memory at no fewer warps per SM, else the
-// least local memory at that occupancy (float64 inverse and adjugate at 80: 24 -> 8 and
-// 32 -> 24 bytes); the float32 determinant and complex64 inverse take 56 -> 64 registers
-// (36 -> 32 warps) for none. One PTX serves sm_80 and sm_90 (cmake/gpu.cmake), so sm_80
-// gets these caps too (its team kernels' spill stores 620 -> 412 bytes). scripts/gpu-report
-// prints what ptxas made of them.
+// Registers a team kernel is held to on NVIDIA (0: ptxas's choice). Left to itself under
+// the launch bounds, ptxas (nvcc 13) kept some team kernels below the registers they need
+// and put loop invariants in local memory (sm_90: the float64 solve 80 bytes at 72
+// registers, the complex64 inverse 96 at 56 with 37 accesses inside the steps), and gave
+// others more registers than they need (the complex128 adjugate 126, none spilled at 80).
+// What it does under a cap is not monotonic in the cap (the float64 solve keeps nothing at
+// 64), so these come from a scan (bench/register_scan.py, sm_90): per kernel the fewest
+// registers without local memory at no fewer warps per SM, else the least local memory at
+// that occupancy (float64 inverse and adjugate at 80: 24 -> 8 and 32 -> 24 bytes); the
+// float32 determinant and complex64 inverse take 56 -> 64 registers (36 -> 32 warps) for
+// none. One PTX serves sm_80 and sm_90 (cmake/gpu.cmake), so sm_80 gets these caps too
+// (its team kernels' spill stores 620 -> 412 bytes). scripts/gpu-report prints the result.
 template <class E> constexpr int team_register_cap(family f, int warp_width) {
+  // By variant (the LU in shared memory, warp teams of 16, of 32), then family.
+  static_assert(int(family::determinant) == 0 && int(family::inverse) == 1 && int(family::solve) == 2 &&
+                int(family::adjugate) == 3);
+  constexpr int f32[3][4] = {{64, 80, 80, 0}, {0, 0, 0, 0}, {96, 0, 0, 0}};
+  constexpr int f64[3][4] = {{0, 80, 64, 80}, {0, 80, 96, 0}, {0, 0, 0, 0}};
+  constexpr int c64[3][4] = {{0, 64, 64, 64}, {0, 0, 0, 0}, {168, 0, 0, 0}};
+  constexpr int c128[3][4] = {{0, 80, 0, 80}, {0, 0, 0, 0}, {0, 0, 0, 0}};
   constexpr bool real = std::is_floating_point_v<E>, wide = sizeof(lane_real<lane_of<E>>) == 8;
-  if (warp_width == 32) return f == family::determinant && !real && !wide ? 168 : 0;  // complex64: 4 bytes
-  if (warp_width != 0) return 0;
-  if (real && !wide) return f == family::determinant ? 64 : f == family::adjugate ? 0 : 80;
-  if (real) return f == family::solve ? 64 : f == family::determinant ? 0 : 80;
-  if (!wide) return f == family::determinant ? 0 : 64;
-  return f == family::inverse ? 80 : 0;
+  const auto& caps = real ? (wide ? f64 : f32) : (wide ? c128 : c64);
+  return caps[warp_width == 0 ? 0 : warp_width == 16 ? 1 : 2][int(f)];
 }
 // ... as CUDA's launch bounds say it (0: as if not given; 1 would not be: with it ptxas
 // gave the float64 determinant 92 registers instead of 72).
