@@ -124,8 +124,10 @@ template <class E> constexpr int per_thread_min_blocks(family f, int64_t n) {
 // registers without local memory at no fewer warps per SM, else the least local memory at
 // that occupancy (float64 inverse and adjugate at 80: 24 -> 8 and 32 -> 24 bytes); the
 // float32 determinant and complex64 inverse take 56 -> 64 registers (36 -> 32 warps) for
-// none. One PTX serves sm_80 and sm_90 (cmake/gpu.cmake), so sm_80 gets these caps too
-// (its team kernels' spill stores 620 -> 412 bytes). scripts/gpu-report prints the result.
+// none. One PTX serves sm_80 and sm_90 (cmake/gpu.cmake), so sm_80 gets these caps too:
+// its team kernels' local memory 648 -> 520 bytes, the float64 ones' 216 -> 72, but more in
+// four complex ones (the complex128 adjugate 0 -> 80 bytes at 126 -> 80 registers).
+// scripts/gpu-report prints the result for sm_90.
 template <class E> constexpr int team_register_cap(family f, int warp_width) {
   // By variant (the LU in shared memory, warp teams of 16, of 32), then family.
   static_assert(int(family::determinant) == 0 && int(family::inverse) == 1 && int(family::solve) == 2 &&
