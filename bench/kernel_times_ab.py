@@ -1,8 +1,8 @@
 """Device times of two variants of the GPU kernels side by side: the JSON files that
 tinyla_gpu_kernel_times wrote with one (before `--`; e.g. a baseline's libtinyla_cuda.so) and with
 the other (after; this checkout's), in interleaved rounds; the best time of each op and N over its
-rounds, and first / second (above 1: the second is faster). scripts/gpu-check runs it where the
-bundle carries a baseline (scripts/gpu-bundle --baseline), and for TINYLA_GPU_STORES.
+rounds, and first / second (above 1: the second is faster). scripts/gpu-check runs it for each
+baseline the bundle carries (scripts/gpu-bundle --baseline), and for TINYLA_GPU_STORES.
 
   python bench/kernel_times_ab.py [--labels baseline,current] first_1.json first_2.json -- second_1.json ...
 """

@@ -42,18 +42,13 @@ def nvcc_command(build: str) -> list[str]:
 
 def scan_command(base: list[str], arch: str, out: str, min_blocks: int | None) -> list[str]:
     args, skip = [], False
-    for i, a in enumerate(base):
+    for a in base:  # without the fatbin's output, architectures, depfile and threads
         if skip:
             skip = False
-            continue
-        if a in ("-gencode", "-o", "-MF"):
+        elif a in ("-gencode", "-o", "-MF", "--threads"):
             skip = True
-            continue
-        if a in ("--fatbin", "-MD") or a.startswith("-arch=") or a.startswith("--threads"):
-            continue
-        if i > 0 and base[i - 1] == "--threads":
-            continue
-        args.append(a)
+        elif a not in ("--fatbin", "-MD") and not a.startswith("-arch="):
+            args.append(a)
     args += ["-cubin", f"-arch={arch}", "-Xptxas", "-v", "-o", out]
     if min_blocks is not None:
         args.append(f"-DTINYLA_SCAN_MIN_BLOCKS={min_blocks}")
