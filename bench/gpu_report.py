@@ -476,6 +476,14 @@ def kernel_table(cuda: dict[str, Kernel], hip: dict[str, Kernel], names: list[st
     return rows
 
 
+def local_memory_line(cuda: dict[str, Kernel], hip: dict[str, Kernel], names: list[str]) -> str:
+    """The kernels with local memory (sm_90) or scratch (gfx942): the design's "no spills"."""
+    def count(image: dict[str, Kernel]) -> str:
+        spilled = [image[n].local_bytes for n in names if n in image and image[n].local_bytes]
+        return f"{len(spilled)} of {sum(n in image for n in names)} kernels, {sum(spilled)} bytes in all"
+    return f"Local memory: sm_90 {count(cuda)}; gfx942 scratch {count(hip)}."
+
+
 def workload_table(rows: list[dict]) -> list[str]:
     out = ["| op | N | kernel | block: threads, shared B | H100 warps/SM (limit) | H100 ms | H100 HBM % | bound "
            "| MI300X waves/CU (limit) | MI300X ms | MI300X HBM % | bound |",
@@ -580,6 +588,7 @@ def main() -> int:
         print(f"Kernels the launch plans use ({len(launched)}; sm_90 from the CUDA fatbin, gfx942 from the HIP "
               f"offload bundle; loads in flight x bytes: where the matrices come in):")
         print("\n".join(kernel_table(cuda, hip, launched)))
+        print(local_memory_line(cuda, hip, launched))
         print(f"\nThe ({args.batch // 64}, 64, N, N) {args.dtype} workload: occupancy from the plan and the "
               f"registers; predicted time = max(bytes / HBM, flops / FP64 peak, bytes read / Little's-law "
               f"bandwidth of the loads in flight (latency {H100.latency_s * 1e9:.0f} ns on H100, "
