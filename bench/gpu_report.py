@@ -354,23 +354,35 @@ def _pivot_shuffles(dtype: str, width: int) -> tuple[int, int]:
     return int(math.log2(width)) * (real_words + 1) + words, words
 
 
-def warp_step_shuffles(dtype: str, width: int, first: int) -> int:
+def warp_rows_in_registers(kernel: str, dtype: str, width: int) -> bool:
+    """As warp_rows_in_registers in src/gpu/plan.hpp: a warp team's determinant whose rows fit
+    in 64 registers, which hands U's rows through shared memory instead of shuffles."""
+    return "_determinant_" in kernel and width * ELEMENT_BYTES[dtype] <= 256
+
+
+def warp_step_shuffles(dtype: str, width: int, first: int, u_in_shared: bool) -> int:
     """Shuffle instructions in the code of one warp-team step of the chunk that starts at step
-    `first`: the pivot's, and U's row, an element for each of the width - 1 - first entries
-    past `first` that its unrolled loop holds (warp_factor)."""
+    `first`: the pivot's, and (unless u_in_shared) U's row, an element for each of the
+    width - 1 - first entries past `first` that its unrolled loop holds (warp_factor)."""
     pivot, words = _pivot_shuffles(dtype, width)
-    return pivot + words * (width - 1 - first)
+    return pivot + (0 if u_in_shared else words * (width - 1 - first))
 
 
-def warp_shuffle_bytes(dtype: str, n: int, width: int) -> int:
-    """Bytes a warp team's LU (warp_factor, src/gpu/kernels.hpp) moves through the shuffle
-    datapath per matrix: every shuffle instruction moves a 32-bit word for each of the team's
-    `width` threads, whichever of them use it. At each of its n steps: the pivot's butterfly,
-    log2(width) rounds of the candidate's magnitude (real) and its key (an int); the pivot to
-    every row; then U's row k, entries k+1..n-1, to the rows below. (Counted in the sm_90
-    SASS: SHFL.IDX, two per float64; gfx942 runs them as ds_bpermute_b32, through its LDS.)"""
+def warp_shuffle_bytes(dtype: str, n: int, width: int, chunk: int, u_in_shared: bool) -> int:
+    """Bytes a warp team's LU (warp_factor, src/gpu/kernels.hpp) moves through the shuffle and
+    shared-memory datapath per matrix. At each of its n steps: the pivot's butterfly,
+    log2(width) rounds of the candidate's magnitude (real) and its key (an int), then the pivot
+    to every row, shuffles that move a 32-bit word for each of the team's `width` threads
+    (counted in the sm_90 SASS: SHFL.IDX, two per float64; gfx942 runs them as
+    ds_bpermute_b32, through its LDS); then U's row k: entries k+1..n-1 shuffled, or with
+    u_in_shared through shared memory in 16-byte pieces from the first entry of the step's
+    chunk of `chunk` steps on, written by its owner and read by every thread (each thread's
+    bytes counted, as for a shuffle)."""
     pivot, words = _pivot_shuffles(dtype, width)
-    return (n * pivot + words * n * (n - 1) // 2) * width * 4
+    if not u_in_shared:
+        return (n * pivot + words * n * (n - 1) // 2) * width * 4
+    row_bytes = sum(width - (k - k % chunk) for k in range(n)) * words * 4
+    return n * pivot * 4 * width + row_bytes * (width + 1)
 
 
 @dataclass
@@ -413,26 +425,28 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
     if plan.team > 1:
         # The team kernel's LU reads both operands of its dot products from shared memory, and
         # gathers the team's pivot candidates at each step (team_factor); a warp team's (its
-        # rows in registers) shuffles instead (warp_shuffle_bytes), on the same
-        # datapath (32 lanes x 4 bytes a clock). The inverse's and the solves' dot products
+        # rows in registers) shuffles its pivot and U's rows (a determinant: reads them from
+        # shared memory, each thread, warp_shuffle_bytes), on the same datapath (32 lanes x
+        # 4 bytes a clock). The inverse's and the solves' dot products
         # read one operand there (the factors; the other is their output, in global memory).
         e = ELEMENT_BYTES[plan.dtype]
         fmas = flops / 2 / (1 if plan.dtype.startswith("f") else 4)  # of the element type
         lu_fmas = fmas if plan.op == "slogdet" else fmas / 3
         warp = re.search(r"_warp(\d+)$", plan.kernel)
         if warp:
-            lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, int(warp.group(1)))
+            width = int(warp.group(1))
+            u_in_shared = warp_rows_in_registers(plan.kernel, plan.dtype, width)
+            lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, width, WARP_STEP_CHUNK[g.arch], u_in_shared)
             # Its steps are loops (not unrolled), one per chunk of W / (loops) steps, each step
             # about as many instructions as the entries past the chunk's first, whatever n is:
             # the chunks' loops run min(n, their last step + 1) - their first step times per
             # matrix, for warp / W teams at once. Where the compiler made several versions of
             # a step in its loop (more shuffles than one step has), one of them runs per step.
-            width = int(warp.group(1))
             chunk = width // max(1, len(k.step_loops))
             instructions = 0.0
             for c, (loop_instructions, loop_shuffles) in enumerate(k.step_loops):
                 first = c * chunk
-                versions = max(1.0, loop_shuffles / warp_step_shuffles(plan.dtype, width, first))
+                versions = max(1.0, loop_shuffles / warp_step_shuffles(plan.dtype, width, first, u_in_shared))
                 instructions += loop_instructions / versions * max(0, min(plan.n, first + chunk) - first)
             warps = batch * width / g.warp
             times["issue"] = warps * instructions / (g.units * g.clock_hz * g.issue_per_clock)

@@ -552,6 +552,34 @@ template <int W, class Block, class R> TINYLA_HD cplx<R> shuffle_element(Block& 
   return {blk.shuffle(v.re, src, W), blk.shuffle(v.im, src, W)};
 }
 
+// Elements of E in a 16-byte piece (16 / sizeof(E), at least 1).
+template <class E> inline constexpr int elements_per_piece = sizeof(E) < 16 ? int(16 / sizeof(E)) : 1;
+
+// One 16-byte piece (elements_per_piece<E> elements) from 16-byte aligned shared
+// memory into registers, and back: one access (LDS.128, STS.128; element by element,
+// nvcc split the accesses where each element had its own test).
+template <class E> TINYLA_HD void load_piece(const E* src, E* dst) {
+  static_assert(sizeof(E) <= 16);
+#if defined(__CUDA_ARCH__)
+  using R = lane_real<lane_of<E>>;
+  const auto v = *reinterpret_cast<const typename piece16<R>::type*>(src);
+  R* d = reinterpret_cast<R*>(dst);
+  if constexpr (sizeof(R) == 8) d[0] = v.x, d[1] = v.y;
+  else d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+#else
+  __builtin_memcpy(dst, src, 16);
+#endif
+}
+template <class E> TINYLA_HD void store_shared_piece(E* dst, const E* src) {
+  static_assert(sizeof(E) <= 16);
+#if defined(__CUDA_ARCH__)
+  using R = lane_real<lane_of<E>>;
+  *reinterpret_cast<typename piece16<R>::type*>(dst) = piece16<R>::of(reinterpret_cast<const R*>(src));
+#else
+  __builtin_memcpy(dst, src, 16);
+#endif
+}
+
 // Entry j (a constant where the loops are unrolled) of a warp team thread's
 // row of A: in registers, or in memory.
 template <bool InRegisters, int S, class E>
@@ -579,14 +607,22 @@ inline constexpr int warp_step_chunk = 8;
 // to the rows below, which add its products to their sums. Each entry keeps its
 // sum of products (p ascending, the first product alone) and subtracts it from
 // its entry of a when final: Crout's order, as eliminate() in lu.hpp, so the
-// results are bit-identical to the CPU's. No barrier and no shared memory
-// during the elimination: a is read as entries become final and, when
-// StoreFactors, overwritten with the factors in the pivoted order at the end.
-// RowInRegisters: a is the matrix in global memory, each thread's row loaded
-// into registers at the start (all W loads in flight) and never written.
+// results are bit-identical to the CPU's. No block barrier during the
+// elimination: a is read as entries become final and, when StoreFactors,
+// overwritten with the factors in the pivoted order at the end.
+// RowInRegisters (a determinant): a is the matrix in global memory, each thread's
+// row loaded into registers at the start (all W loads in flight) and never
+// written; U's row k goes through u_rows instead of shuffles (2 W elements of
+// shared memory, 16-byte aligned; steps use its halves in turn, so that one warp
+// barrier a step keeps a row from being overwritten while read): its owner writes
+// it and every thread reads it in 16-byte pieces, a quarter of a store and a load
+// per float64 where a shuffle took two 4-byte moves, and every row updates every
+// entry, with no test. (sm_90, float64 W = 32: 1482 -> 1277 instructions in the
+// step loops. The inverse's, whose entries keep their tests, 1965 -> 1747, but
+// gfx942's grew 554 -> 755 a step: it keeps its shuffles until a GPU decides.)
 template <int W, bool StoreFactors, bool RowInRegisters, int StepChunk = warp_step_chunk, class E, class Block,
           class Matrix>
-TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* piv, det_accum<E>& acc) {
+TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* piv, E* u_rows, det_accum<E>& acc) {
   using L = lane_of<E>;
   static_assert(!(StoreFactors && RowInRegisters));
   constexpr int place_bits = 8;  // a candidate's key: its place, then its rank
@@ -618,6 +654,8 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
   // the entries past k, so the chunk's loops start at From, not 0.
   constexpr int steps = W < StepChunk ? W : StepChunk;
   static_assert(W % steps == 0);
+  constexpr int per_piece = elements_per_piece<E>;
+  static_assert(steps % per_piece == 0);
   // Inlined by force: clang (gfx942) kept row[] and loaded[] in scratch otherwise.
   const auto chunk = [&]<int From>() __attribute__((always_inline)) {
     for (int k = From; k < n && k < From + steps; ++k) {
@@ -659,9 +697,35 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
       if (was == p) place = k;
       if (was == k) place = p;
       // The rows below finish their entry of L's column k; the pivot row, U's row
-      // k, which it shuffles to them to add its products to their sums.
+      // k, which it hands to them to add its products to their sums.
       const E l = place == k ? col : pinv.apply(col);
-      if constexpr (StoreFactors || !RowInRegisters) {
+      if constexpr (RowInRegisters) {
+        // Every thread adds U's products to every entry of its row, as the rows at
+        // places k and above and the entries up to k are not read again: no test per
+        // entry (they were a third of the float64 W = 32 determinant's step, sm_90).
+        // U's row k through u_rows from the chunk's first entry on, its entries a
+        // minus the sum; at k = 0, a - (-0) is a but for the sign of a zero, which no
+        // determinant output shows (a pivot's zero sign is not counted).
+        E* const u_k = static_cast<E*>(__builtin_assume_aligned(u_rows + (k & 1) * W, 16));
+        if (place == k) {
+          TINYLA_UNROLL
+          for (int piece = From; piece < W; piece += per_piece) {
+            E u[per_piece];
+            TINYLA_UNROLL
+            for (int c = 0; c < per_piece; ++c) u[c] = loaded[piece + c] - row[piece + c];
+            store_shared_piece(u_k + piece, u);
+          }
+        }
+        blk.sync_warp();
+        TINYLA_UNROLL
+        for (int piece = From; piece < W; piece += per_piece) {
+          E u[per_piece];
+          load_piece(u_k + piece, u);
+          TINYLA_UNROLL
+          for (int c = 0; c < per_piece; ++c)
+            if (piece + c > From) row[piece + c] = row[piece + c] + l * u[c];  // at k = 0: -0 + l u, l u bit for bit
+        }
+      } else {
         TINYLA_UNROLL
         for (int j = From; j < W; ++j) {
           if (StoreFactors && j == k && place >= k) row[j] = l;
@@ -672,21 +736,12 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
             row[j] = k > 0 ? a_kj - row[j] : a_kj;
           }
         }
-      }
-      TINYLA_UNROLL
-      for (int j = From + 1; j < W; ++j) {
-        if (j <= k || j >= n) continue;
-        E own = row[j];  // the pivot row's: U's entry (k, j)
-        // A determinant whose row is in registers: every thread computes what the
-        // pivot row does, and every row adds the products, as the rows at places k
-        // and above are not read again. No select per entry there: they were a
-        // third of the float64 W = 32 determinant's step (sm_90). At k = 0, a - (-0)
-        // is a but for the sign of a zero, which no determinant output shows (a
-        // pivot's zero sign is not counted): no k > 0 test, which nvcc answered with
-        // a second copy of this loop.
-        if constexpr (RowInRegisters) own = loaded[j] - row[j];
-        const E u = shuffle_element<W>(blk, own, owner);
-        if (RowInRegisters || place > k) row[j] = row[j] + l * u;  // at k = 0: -0 + l u, l u bit for bit
+        TINYLA_UNROLL
+        for (int j = From + 1; j < W; ++j) {
+          if (j <= k || j >= n) continue;
+          const E u = shuffle_element<W>(blk, row[j], owner);  // the pivot row's: U's entry (k, j)
+          if (place > k) row[j] = row[j] + l * u;
+        }
       }
       if ((k & 15) == 15) acc.normalize();
     }
@@ -848,8 +903,12 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
   const int ld = int(team_ld(n, W));                                        // the LU's rows, ld apart
   const bool in_warp = team_in_warp(team_size, blk.threads(), !workspace);  // as plan_launch
   const int64_t lu_size = int64_t(n) * ld;
-  const int64_t per_team = layout.up(layout.scratch + (workspace ? 0 : lu_size * int64_t(sizeof(E))));
+  const int64_t u_rows_bytes = rows_in_registers ? warp_u_rows_bytes<E>(W) : 0;  // as plan_launch
+  const int64_t per_team =
+      (rows_in_registers ? 0 : layout.up(layout.scratch + (workspace ? 0 : lu_size * int64_t(sizeof(E))))) +
+      u_rows_bytes;
   char* mine = static_cast<char*>(blk.shared()) + team * per_team;
+  E* u_rows = reinterpret_cast<E*>(mine + per_team - u_rows_bytes);
   int* piv = reinterpret_cast<int*>(mine);
   auto* best_val = reinterpret_cast<R*>(mine + layout.values);
   int* best_row = reinterpret_cast<int*>(mine + layout.rows);
@@ -865,7 +924,8 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     if constexpr (rows_in_registers) {
       // Inactive teams (past the batch's end) factor the last matrix again: the
       // shuffles take every thread of the warp.
-      info = warp_factor<W, false, true, StepChunk>(blk, tm.rank, n, a + (active ? b : jb.batch - 1) * nn, piv, acc);
+      info = warp_factor<W, false, true, StepChunk>(blk, tm.rank, n, a + (active ? b : jb.batch - 1) * nn, piv, u_rows,
+                                                    acc);
       if (active && tm.rank == 0) store_outputs(jb, b, acc, info);
       continue;
     }
@@ -886,7 +946,8 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     }
     blk.sync();
     if constexpr (W > 0)
-      info = warp_factor<W, F != family::determinant, false, StepChunk>(blk, tm.rank, n, lu, piv, acc);  // ld == n
+      info = warp_factor<W, F != family::determinant, false, StepChunk>(blk, tm.rank, n, lu, piv, u_rows,
+                                                                        acc);  // ld == n
     else info = team_factor(blk, tm, in_warp, n, ld, lu, piv, best_val, best_row, acc);
     if constexpr (F == family::adjugate)
       team_adjugate(blk, tm, n, ld, lu, piv, info, acc, active ? x + b * nx : nullptr);

@@ -95,13 +95,16 @@ inline constexpr int team_threads_target = 128;
 inline constexpr int warp_widths[] = {16, 32};
 inline constexpr int max_warp_width = 32;
 // A warp team's determinant keeps its thread's row of the matrix in registers,
-// loaded straight from global memory, and needs no shared memory (staged
+// loaded straight from global memory, and needs no shared memory for it (staged
 // there, the matrices held a gfx942 CU to 6 of its 32 waves at float64
 // n = 16, 2 at n = 32: its 64 KiB of LDS), while the row takes at most 64
 // 32-bit registers: complex128 at W = 32 would add 128 to the 128 its sums take.
 template <class E> constexpr bool warp_rows_in_registers(family f, int width) {
   return f == family::determinant && width * int64_t(sizeof(E)) <= 256;
 }
+// ... and hands U's row k from its owner to the other rows through shared memory
+// (warp_factor): W elements a step, in two buffers used in turn.
+template <class E> constexpr int64_t warp_u_rows_bytes(int width) { return 2 * width * int64_t(sizeof(E)); }
 inline constexpr int max_team_size = 128;
 // Largest blocks the plans make (the kernels' launch bounds: they let the
 // compilers give each thread the registers that block size leaves, e.g. up to
@@ -286,9 +289,9 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
         // the matrices in shared memory or (a determinant) in registers.
         const bool in_registers = warp_rows_in_registers<E>(family_of(jb.kind), w);
         const int64_t matrix = n * team_ld(n, w) * eb;
-        const int64_t per_team = in_registers ? 0 : team_layout<R>::up(team_layout<R>(w, n).scratch + matrix);
-        const int64_t most =
-            min_of<int64_t>(team_threads_target / w, in_registers ? team_threads_target : o.shared_budget / per_team);
+        const int64_t per_team =
+            in_registers ? warp_u_rows_bytes<E>(w) : team_layout<R>::up(team_layout<R>(w, n).scratch + matrix);
+        const int64_t most = min_of<int64_t>(team_threads_target / w, o.shared_budget / per_team);
         // Blocks of whole 64-thread waves where one fits (AMD's wave; a 32-thread
         // block would leave half a wave idle), else of whole warps: of those up to
         // `most` teams, the size whose blocks put the most teams in a CU's 64 KiB of
@@ -297,7 +300,7 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
         const int64_t step = most >= wave_threads / w ? wave_threads / w : 32 / w;
         int64_t teams = 0, resident = -1;
         for (int64_t t = step; t <= most; t += step) {
-          const int64_t fit = in_registers ? t : t * (shared_per_unit / (t * per_team));
+          const int64_t fit = t * (shared_per_unit / (t * per_team));
           if (fit >= resident) teams = t, resident = fit;
         }
         if (teams == 0) break;
