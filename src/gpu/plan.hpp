@@ -11,8 +11,8 @@
 //   memory (or in a global workspace when it does not fit; a warp team's
 //   determinant: in its threads' registers, warp_rows_in_registers). The LU either
 //   * in the registers of a warp team (n <= max_warp_width): W threads of one
-//     warp, a row each, the pivot and U's rows exchanged by shuffles, no
-//     barrier per step; or
+//     warp, a row each, the pivot and U's rows exchanged by shuffles (a
+//     determinant's U rows through shared memory), no block barrier per step; or
 //   * in shared memory (any n, any team size): every elimination step a
 //     column-parallel update between barriers; at n <= 32 each team in its own
 //     slot of a warp (warp_slot), the pivot found by shuffles and the barriers
