@@ -346,12 +346,14 @@ def traffic_and_flops(op: str, dtype: str, n: int) -> tuple[int, int, float]:
     return read, write, flops * (1 if dtype.startswith("f") else 4)
 
 
-def _pivot_shuffles(dtype: str, width: int) -> tuple[int, int]:
+def _pivot_shuffles(dtype: str, width: int, redux: bool = False) -> tuple[int, int]:
     """(shuffles of a warp-team step's pivot search and pivot, 32-bit words per element):
-    log2(width) butterfly rounds of a magnitude (real) and a key (an int), then the pivot."""
+    log2(width) butterfly rounds of a magnitude (real) and a key (an int), then the pivot;
+    with redux (warp_redux, kernels.hpp: sm_90 teams of 32 with their rows in shared memory)
+    the search takes integer reductions instead, and only the pivot is shuffled."""
     words = ELEMENT_BYTES[dtype] // 4
     real_words = words if dtype.startswith("f") else words // 2
-    return int(math.log2(width)) * (real_words + 1) + words, words
+    return (0 if redux else int(math.log2(width)) * (real_words + 1)) + words, words
 
 
 def warp_rows_in_registers(kernel: str, dtype: str, width: int) -> bool:
@@ -360,15 +362,15 @@ def warp_rows_in_registers(kernel: str, dtype: str, width: int) -> bool:
     return "_determinant_" in kernel and width * ELEMENT_BYTES[dtype] <= 256
 
 
-def warp_step_shuffles(dtype: str, width: int, first: int, u_in_shared: bool) -> int:
+def warp_step_shuffles(dtype: str, width: int, first: int, u_in_shared: bool, redux: bool) -> int:
     """Shuffle instructions in the code of one warp-team step of the chunk that starts at step
     `first`: the pivot's, and (unless u_in_shared) U's row, an element for each of the
     width - 1 - first entries past `first` that its unrolled loop holds (warp_factor)."""
-    pivot, words = _pivot_shuffles(dtype, width)
+    pivot, words = _pivot_shuffles(dtype, width, redux)
     return pivot + (0 if u_in_shared else words * (width - 1 - first))
 
 
-def warp_shuffle_bytes(dtype: str, n: int, width: int, chunk: int, u_in_shared: bool) -> int:
+def warp_shuffle_bytes(dtype: str, n: int, width: int, chunk: int, u_in_shared: bool, redux: bool) -> int:
     """Bytes a warp team's LU (warp_factor, src/gpu/kernels.hpp) moves through the shuffle and
     shared-memory datapath per matrix. At each of its n steps: the pivot's butterfly,
     log2(width) rounds of the candidate's magnitude (real) and its key (an int), then the pivot
@@ -377,8 +379,8 @@ def warp_shuffle_bytes(dtype: str, n: int, width: int, chunk: int, u_in_shared: 
     ds_bpermute_b32, through its LDS); then U's row k: entries k+1..n-1 shuffled, or with
     u_in_shared through shared memory in 16-byte pieces from the first entry of the step's
     chunk of `chunk` steps on, written by its owner and read by every thread (each thread's
-    bytes counted, as for a shuffle)."""
-    pivot, words = _pivot_shuffles(dtype, width)
+    bytes counted, as for a shuffle). A redux's bytes are not counted."""
+    pivot, words = _pivot_shuffles(dtype, width, redux)
     if not u_in_shared:
         return (n * pivot + words * n * (n - 1) // 2) * width * 4
     row_bytes = sum(width - (k - k % chunk) for k in range(n)) * words * 4
@@ -436,7 +438,8 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         if warp:
             width = int(warp.group(1))
             u_in_shared = warp_rows_in_registers(plan.kernel, plan.dtype, width)
-            lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, width, WARP_STEP_CHUNK[g.arch], u_in_shared)
+            redux = g.arch == "sm_90" and width == 32 and not u_in_shared  # as warp_factor
+            lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, width, WARP_STEP_CHUNK[g.arch], u_in_shared, redux)
             # Its steps are loops (not unrolled), one per chunk of W / (loops) steps, each step
             # about as many instructions as the entries past the chunk's first, whatever n is:
             # the chunks' loops run min(n, their last step + 1) - their first step times per
@@ -446,7 +449,7 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
             instructions = 0.0
             for c, (loop_instructions, loop_shuffles) in enumerate(k.step_loops):
                 first = c * chunk
-                versions = max(1.0, loop_shuffles / warp_step_shuffles(plan.dtype, width, first, u_in_shared))
+                versions = max(1.0, loop_shuffles / warp_step_shuffles(plan.dtype, width, first, u_in_shared, redux))
                 instructions += loop_instructions / versions * max(0, min(plan.n, first + chunk) - first)
             warps = batch * width / g.warp
             times["issue"] = warps * instructions / (g.units * g.clock_hz * g.issue_per_clock)

@@ -15,6 +15,10 @@
 //                                    to 32, within a warp); every thread of the block
 //                                    calls it, in the same order (the host's is a barrier),
 //                                    and the block is whole warps of 32
+//   unsigned reduce_max(unsigned v, int w), reduce_min(...)
+//                                    the largest (smallest) v of this thread's aligned
+//                                    group of w threads, called as shuffle is; where
+//                                    warp_redux (CUDA's redux.sync, sm_80 and later)
 //   void* shared()                   the block's dynamic shared memory
 //
 // Which kernel runs with what block and grid: plan.hpp.
@@ -599,6 +603,47 @@ inline constexpr int warp_step_chunk = max_warp_width;
 inline constexpr int warp_step_chunk = 8;
 #endif
 
+// How a warp team finds its pivot: the largest candidate, ties to the smallest key. On
+// CUDA (sm_80 and later) by the warp's integer reductions (redux.sync: two or three, the
+// candidate's bits then its key), where a butterfly of shuffles takes log2(W) dependent
+// rounds of three shuffles (float64), a comparison and three selects (sm_90, float64 W =
+// 32: about 50 instructions a step; the inverse's step loops 1965 -> 1832 instructions in
+// all, 120 -> 116 registers). Only in teams of a whole warp whose rows are in shared
+// memory (warp_factor): at W = 16 each reduction takes the warp twice (with a team's own
+// mask, ptxas took a divergent loop), which gained nothing and spilled in two kernels;
+// the float64 W = 32 determinant (rows in registers) went 168 -> 220 registers, 12 -> 8
+// warps per SM. gfx942 has no such instruction: the butterfly.
+#if defined(__HIP_DEVICE_COMPILE__)
+inline constexpr bool warp_redux = false;
+#else
+inline constexpr bool warp_redux = true;
+#endif
+
+// The key of the largest best of the caller's warp team of width W (its aligned group
+// of W threads), ties to the smallest key; best >= 0 (+inf included) for a candidate, -1
+// for none, and some thread's a candidate. A candidate's code is its bits plus 1 (the
+// bits of floats >= 0 order as they do), none's 0; the largest code's high word, then
+// its low word among those, then the smallest key among those that have both.
+template <int W, class Block, class R> TINYLA_HD int key_of_largest(Block& blk, R best, int key) {
+  static_assert(sizeof(R) == 4 || sizeof(R) == 8);
+  using U = std::conditional_t<sizeof(R) == 8, std::uint64_t, std::uint32_t>;
+  U code = 0;
+  if (best >= R(0)) {
+    __builtin_memcpy(&code, &best, sizeof code);
+    ++code;
+  }
+  bool largest;
+  if constexpr (sizeof(R) == 8) {
+    const unsigned high = unsigned(code >> 32), low = unsigned(code);
+    const unsigned top = blk.reduce_max(high, W);
+    const unsigned top_low = blk.reduce_max(high == top ? low : 0u, W);  // every thread calls it
+    largest = high == top && low == top_low;
+  } else {
+    largest = code == blk.reduce_max(code, W);
+  }
+  return int(blk.reduce_min(largest ? unsigned(key) : ~0u, W));
+}
+
 // team_factor's LU by a warp team: W threads of one warp (n <= W), row `rank`
 // of a in the registers of thread `rank`. Rows never move: each knows its place
 // in the pivoted order. At step k the rows at place k or below finish their
@@ -620,8 +665,8 @@ inline constexpr int warp_step_chunk = 8;
 // entry, with no test. (sm_90, float64 W = 32: 1482 -> 1277 instructions in the
 // step loops. The inverse's, whose entries keep their tests, 1965 -> 1747, but
 // gfx942's grew 554 -> 755 a step: it keeps its shuffles until a GPU decides.)
-template <int W, bool StoreFactors, bool RowInRegisters, int StepChunk = warp_step_chunk, class E, class Block,
-          class Matrix>
+template <int W, bool StoreFactors, bool RowInRegisters, int StepChunk = warp_step_chunk, bool Redux = warp_redux,
+          class E, class Block, class Matrix>
 TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* piv, E* u_rows, det_accum<E>& acc) {
   using L = lane_of<E>;
   static_assert(!(StoreFactors && RowInRegisters));
@@ -681,11 +726,15 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
       // NaN rows stay out by an explicit test: for float, nvcc 13 compiled `mag > -1` (false
       // for NaN only) to no test at all, and a NaN candidate then split the team's pivot.
       else if (mine && place > k && mag == mag) best = mag;
-      TINYLA_UNROLL
-      for (int lanes = W / 2; lanes > 0; lanes /= 2) {
-        const L other = blk.shuffle(best, rank ^ lanes, W);
-        const int other_key = blk.shuffle(key, rank ^ lanes, W);
-        if (other > best || (other == best && other_key < key)) best = other, key = other_key;
+      if constexpr (Redux && W == 32 && !RowInRegisters) {
+        key = key_of_largest<W>(blk, best, key);
+      } else {
+        TINYLA_UNROLL
+        for (int lanes = W / 2; lanes > 0; lanes /= 2) {
+          const L other = blk.shuffle(best, rank ^ lanes, W);
+          const int other_key = blk.shuffle(key, rank ^ lanes, W);
+          if (other > best || (other == best && other_key < key)) best = other, key = other_key;
+        }
       }
       const int p = key >> place_bits, owner = key & ((1 << place_bits) - 1);
       if (StoreFactors && rank == 0) piv[k] = p;
@@ -889,8 +938,9 @@ template <class E, class Block> TINYLA_HD void transpose_through(Block& blk, tea
 // workspace: null when the matrices fit in shared memory (plan_launch), else
 // blocks() * teams matrices of global scratch. W > 0: the LU by warp_factor,
 // team_size == W; a determinant whose rows fit in registers
-// (warp_rows_in_registers) reads them from global memory: no shared memory.
-template <family F, int W, class E, int StepChunk = warp_step_chunk, class Block>
+// (warp_rows_in_registers) reads them from global memory: shared memory only for
+// U's rows.
+template <family F, int W, class E, int StepChunk = warp_step_chunk, bool Redux = warp_redux, class Block>
 TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspace) {
   using L = lane_of<E>;
   using R = lane_real<L>;
@@ -924,8 +974,8 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     if constexpr (rows_in_registers) {
       // Inactive teams (past the batch's end) factor the last matrix again: the
       // shuffles take every thread of the warp.
-      info = warp_factor<W, false, true, StepChunk>(blk, tm.rank, n, a + (active ? b : jb.batch - 1) * nn, piv, u_rows,
-                                                    acc);
+      info = warp_factor<W, false, true, StepChunk, Redux>(blk, tm.rank, n, a + (active ? b : jb.batch - 1) * nn, piv,
+                                                           u_rows, acc);
       if (active && tm.rank == 0) store_outputs(jb, b, acc, info);
       continue;
     }
@@ -946,8 +996,8 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     }
     blk.sync();
     if constexpr (W > 0)
-      info = warp_factor<W, F != family::determinant, false, StepChunk>(blk, tm.rank, n, lu, piv, u_rows,
-                                                                        acc);  // ld == n
+      info = warp_factor<W, F != family::determinant, false, StepChunk, Redux>(blk, tm.rank, n, lu, piv, u_rows,
+                                                                               acc);  // ld == n
     else info = team_factor(blk, tm, in_warp, n, ld, lu, piv, best_val, best_row, acc);
     if constexpr (F == family::adjugate)
       team_adjugate(blk, tm, n, ld, lu, piv, info, acc, active ? x + b * nx : nullptr);

@@ -130,6 +130,9 @@ struct host_block {
   void sync();
   void sync_warp();
   template <class T> T shuffle(T v, int src, int width);
+  unsigned reduce_max(unsigned v, int width) { return reduce(v, width, true); }
+  unsigned reduce_min(unsigned v, int width) { return reduce(v, width, false); }
+  unsigned reduce(unsigned v, int width, bool largest);
   void* shared() const { return smem; }
 };
 
@@ -207,6 +210,20 @@ class fiber_block {
     std::memcpy(&slots[tid], &v, sizeof v);
     sync_warp();  // the group is within the warp: a warp's threads read their slots only
     std::memcpy(&v, &slots[from], sizeof v);
+    return v;
+  }
+
+  // The largest (smallest) v of the group [first, first + width): as shuffle, every
+  // thread then reading the group's slots.
+  unsigned reduce(int tid, unsigned v, int first, int width, bool largest) {
+    fiber& f = *current_;
+    slot* slots = slots_[f.shuffles++ % 2].data();
+    slots[tid] = v;
+    sync_warp();
+    for (int i = first; i < first + width; ++i) {
+      const auto u = unsigned(slots[i]);
+      v = largest ? std::max(v, u) : std::min(v, u);
+    }
     return v;
   }
 
@@ -313,6 +330,13 @@ template <class T> T host_block::shuffle(T v, int src, int width) {
   return team->shuffle(tid, v, (tid & ~(width - 1)) + src);
 }
 
+unsigned host_block::reduce(unsigned v, int width, bool largest) {
+  if (!team) fail("reduce_max() or reduce_min() in a per-thread kernel");
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0)
+    fail("reduce_max() or reduce_min() outside an aligned group of a power-of-2 threads up to 32");
+  return team->reduce(tid, v, tid & ~(width - 1), width, largest);
+}
+
 // Runs body(block) for every thread of `blocks` blocks, one block at a time,
 // the block's threads as fibers.
 template <class Body> void run_grid(int64_t blocks, int threads, int64_t shared_bytes, Body body) {
@@ -356,7 +380,8 @@ tinyla_status run(const tinyla::job& jb, int64_t max_blocks, kern::plan_options 
       run_grid(blocks, plan.block_threads, plan.shared_bytes, [&](host_block& blk) {
         E* scratch = workspace.empty() ? nullptr : workspace.data();
         constexpr int W = kern::warp_width_of(V);
-        if (hip_step_loop && W > 0) kern::team_kernel<F, W, E, kern::max_warp_width>(blk, jb, plan.team_size, scratch);
+        if (hip_step_loop && W > 0)
+          kern::team_kernel<F, W, E, kern::max_warp_width, false>(blk, jb, plan.team_size, scratch);
         else kern::team_kernel<F, W, E>(blk, jb, plan.team_size, scratch);
       });
     }

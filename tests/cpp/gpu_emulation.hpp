@@ -17,7 +17,8 @@ using element_types = std::tuple<float, double, std::complex<float>, std::comple
 
 // Runs job jb as the GPU backend would launch it for element type T (planned with
 // `options`), on at most max_blocks blocks; hip_step_loop: a warp team's LU steps in
-// one loop, as the HIP kernels run them (warp_step_chunk), not in CUDA's chunks. Defined
+// one loop and its pivot by a butterfly of shuffles, as the HIP kernels run them
+// (warp_step_chunk, warp_redux), not in CUDA's chunks and reductions. Defined
 // for float, double and their complex types, each in its own translation unit (one
 // instantiation of every kernel is most of the test build's time).
 template <class T> tinyla_status run(const tinyla::job& jb, std::int64_t max_blocks,

@@ -211,7 +211,7 @@ TYPED_TEST(GpuKernels, WarpTeamAnySizeMatchesCpu) {
     const kern::plan_options o{.per_thread_up_to = 2, .warp_team_slack = kern::max_warp_width};
     const tinyla::job probe{.kind = tinyla::op::slogdet, .batch = 1, .n = n};
     ASSERT_GT(kern::plan_launch<element_of<T>>(probe, o).warp_width, 0);
-    for (bool hip_step_loop : {false, true}) {  // the steps in CUDA's chunks, in HIP's one loop
+    for (bool hip_step_loop : {false, true}) {  // CUDA's chunks and reductions, HIP's one loop and butterfly
       SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + (hip_step_loop ? " (one step loop)" : ""));
       EXPECT_EQ(first_difference(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o, hip_step_loop)), run_all_ops<T>(n, 23)),
                 "");
