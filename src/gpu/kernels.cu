@@ -20,26 +20,8 @@ struct device_block {
   __device__ void sync_warp() { gpuSyncWarp(); }
   template <class T> __device__ T shuffle(T v, int src, int width) { return gpuShuffle(v, src, width); }
 #if !defined(TINYLA_GPU_HIP)
-  // Each aligned group of `width` lanes reduced by the whole warp, the other lanes giving
-  // the operation's identity, each lane keeping its own group's: with a group's own mask
-  // (as cooperative groups' tiles), ptxas took its divergent path, a loop, whenever two
-  // groups shared the warp. The reductions on sm_80 and later: redux.sync.
-  template <class Reduce>
-  __device__ static unsigned reduce_groups(unsigned v, int width, unsigned identity, Reduce reduce) {
-    const int group = int(threadIdx.x % 32) / width;
-    unsigned mine = identity;
-    for (int g = 0; g < 32 / width; ++g) {
-      const unsigned r = reduce(g == group ? v : identity);
-      if (g == group) mine = r;
-    }
-    return mine;
-  }
-  __device__ unsigned reduce_max(unsigned v, int width) {
-    return reduce_groups(v, width, 0u, [](unsigned x) { return __reduce_max_sync(~0u, x); });
-  }
-  __device__ unsigned reduce_min(unsigned v, int width) {
-    return reduce_groups(v, width, ~0u, [](unsigned x) { return __reduce_min_sync(~0u, x); });
-  }
+  __device__ unsigned reduce_max(unsigned v) { return __reduce_max_sync(~0u, v); }  // redux.sync, sm_80+
+  __device__ unsigned reduce_min(unsigned v) { return __reduce_min_sync(~0u, v); }
 #endif
   __device__ void* shared() const {
     extern __shared__ __attribute__((aligned(16))) unsigned char tinyla_shared[];

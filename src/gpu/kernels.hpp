@@ -15,10 +15,10 @@
 //                                    to 32, within a warp); every thread of the block
 //                                    calls it, in the same order (the host's is a barrier),
 //                                    and the block is whole warps of 32
-//   unsigned reduce_max(unsigned v, int w), reduce_min(...)
-//                                    the largest (smallest) v of this thread's aligned
-//                                    group of w threads, called as shuffle is; where
-//                                    warp_redux (CUDA's redux.sync, sm_80 and later)
+//   unsigned reduce_max(unsigned v), reduce_min(unsigned v)
+//                                    the largest (smallest) v of this thread's warp of
+//                                    32, called as shuffle is; where warp_redux (CUDA's
+//                                    redux.sync, sm_80 and later)
 //   void* shared()                   the block's dynamic shared memory
 //
 // Which kernel runs with what block and grid: plan.hpp.
@@ -609,8 +609,8 @@ inline constexpr int warp_step_chunk = 8;
 // rounds of three shuffles (float64), a comparison and three selects (sm_90, float64 W =
 // 32: about 50 instructions a step; the inverse's step loops 1965 -> 1832 instructions in
 // all, 120 -> 116 registers). Only in teams of a whole warp whose rows are in shared
-// memory (warp_factor): at W = 16 each reduction takes the warp twice (with a team's own
-// mask, ptxas took a divergent loop), which gained nothing and spilled in two kernels;
+// memory (warp_factor): at W = 16 a reduction per team took the warp twice (with a team's
+// own mask, ptxas took a divergent loop), which gained nothing and spilled in two kernels;
 // the float64 W = 32 determinant (rows in registers) went 168 -> 220 registers, 12 -> 8
 // warps per SM. gfx942 has no such instruction: the butterfly.
 #if defined(__HIP_DEVICE_COMPILE__)
@@ -619,12 +619,12 @@ inline constexpr bool warp_redux = false;
 inline constexpr bool warp_redux = true;
 #endif
 
-// The key of the largest best of the caller's warp team of width W (its aligned group
-// of W threads), ties to the smallest key; best >= 0 (+inf included) for a candidate, -1
-// for none, and some thread's a candidate. A candidate's code is its bits plus 1 (the
-// bits of floats >= 0 order as they do), none's 0; the largest code's high word, then
-// its low word among those, then the smallest key among those that have both.
-template <int W, class Block, class R> TINYLA_HD int key_of_largest(Block& blk, R best, int key) {
+// The key of the largest best of the caller's warp, ties to the smallest key; best >= 0
+// (+inf included) for a candidate, -1 for none, and some thread's a candidate. A
+// candidate's code is its bits plus 1 (the bits of floats >= 0 order as they do), none's
+// 0; the largest code's high word, then its low word among those, then the smallest key
+// among those that have both.
+template <class Block, class R> TINYLA_HD int key_of_largest(Block& blk, R best, int key) {
   static_assert(sizeof(R) == 4 || sizeof(R) == 8);
   using U = std::conditional_t<sizeof(R) == 8, std::uint64_t, std::uint32_t>;
   U code = 0;
@@ -635,13 +635,13 @@ template <int W, class Block, class R> TINYLA_HD int key_of_largest(Block& blk, 
   bool largest;
   if constexpr (sizeof(R) == 8) {
     const unsigned high = unsigned(code >> 32), low = unsigned(code);
-    const unsigned top = blk.reduce_max(high, W);
-    const unsigned top_low = blk.reduce_max(high == top ? low : 0u, W);  // every thread calls it
+    const unsigned top = blk.reduce_max(high);
+    const unsigned top_low = blk.reduce_max(high == top ? low : 0u);  // every thread calls it
     largest = high == top && low == top_low;
   } else {
-    largest = code == blk.reduce_max(code, W);
+    largest = code == blk.reduce_max(code);
   }
-  return int(blk.reduce_min(largest ? unsigned(key) : ~0u, W));
+  return int(blk.reduce_min(largest ? unsigned(key) : ~0u));
 }
 
 // team_factor's LU by a warp team: W threads of one warp (n <= W), row `rank`
@@ -727,7 +727,7 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
       // for NaN only) to no test at all, and a NaN candidate then split the team's pivot.
       else if (mine && place > k && mag == mag) best = mag;
       if constexpr (Redux && W == 32 && !RowInRegisters) {
-        key = key_of_largest<W>(blk, best, key);
+        key = key_of_largest(blk, best, key);
       } else {
         TINYLA_UNROLL
         for (int lanes = W / 2; lanes > 0; lanes /= 2) {

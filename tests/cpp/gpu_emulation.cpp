@@ -130,9 +130,9 @@ struct host_block {
   void sync();
   void sync_warp();
   template <class T> T shuffle(T v, int src, int width);
-  unsigned reduce_max(unsigned v, int width) { return reduce(v, width, true); }
-  unsigned reduce_min(unsigned v, int width) { return reduce(v, width, false); }
-  unsigned reduce(unsigned v, int width, bool largest);
+  unsigned reduce_max(unsigned v) { return reduce(v, true); }
+  unsigned reduce_min(unsigned v) { return reduce(v, false); }
+  unsigned reduce(unsigned v, bool largest);
   void* shared() const { return smem; }
 };
 
@@ -213,14 +213,14 @@ class fiber_block {
     return v;
   }
 
-  // The largest (smallest) v of the group [first, first + width): as shuffle, every
-  // thread then reading the group's slots.
-  unsigned reduce(int tid, unsigned v, int first, int width, bool largest) {
+  // The largest (smallest) v of the warp: as shuffle, every thread then reading the
+  // warp's slots.
+  unsigned reduce(int tid, unsigned v, bool largest) {
     fiber& f = *current_;
     slot* slots = slots_[f.shuffles++ % 2].data();
     slots[tid] = v;
     sync_warp();
-    for (int i = first; i < first + width; ++i) {
+    for (int i = tid & ~(warp - 1); i < (tid & ~(warp - 1)) + warp; ++i) {
       const auto u = unsigned(slots[i]);
       v = largest ? std::max(v, u) : std::min(v, u);
     }
@@ -330,11 +330,10 @@ template <class T> T host_block::shuffle(T v, int src, int width) {
   return team->shuffle(tid, v, (tid & ~(width - 1)) + src);
 }
 
-unsigned host_block::reduce(unsigned v, int width, bool largest) {
+unsigned host_block::reduce(unsigned v, bool largest) {
   if (!team) fail("reduce_max() or reduce_min() in a per-thread kernel");
-  if (width < 1 || width > 32 || (width & (width - 1)) != 0)
-    fail("reduce_max() or reduce_min() outside an aligned group of a power-of-2 threads up to 32");
-  return team->reduce(tid, v, tid & ~(width - 1), width, largest);
+  if (nthreads % 32 != 0) fail("reduce_max() or reduce_min() in a block that ends in a partial warp");
+  return team->reduce(tid, v, largest);
 }
 
 // Runs body(block) for every thread of `blocks` blocks, one block at a time,
