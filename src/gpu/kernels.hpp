@@ -129,12 +129,15 @@ inline constexpr bool in_pieces = false;
 inline constexpr bool in_pieces = true;
 #endif
 
-// dst[0..16 / sizeof(R)) = parts, dst 16-byte aligned: one 16-byte store on CUDA
-// (__stwb, st.global.wb, the default policy: assigned through a double2 pointer, nvcc 13
-// stored the piece as two 8-byte halves).
-template <class R> TINYLA_HD void store_piece(R* dst, const R* parts) {
+// dst[0..16 / sizeof(R)) = parts, dst 16-byte aligned: one 16-byte store on CUDA, to
+// global memory by __stwb (st.global.wb, the default policy: assigned through a double2
+// pointer, nvcc 13 stored the piece as two 8-byte halves), to shared memory (Shared) by
+// assignment (STS.128).
+template <bool Shared = false, class R> TINYLA_HD void store_piece(R* dst, const R* parts) {
 #if defined(__CUDA_ARCH__)
-  __stwb(reinterpret_cast<typename piece16<R>::type*>(dst), piece16<R>::of(parts));
+  using piece = typename piece16<R>::type;
+  if constexpr (Shared) *reinterpret_cast<piece*>(dst) = piece16<R>::of(parts);
+  else __stwb(reinterpret_cast<piece*>(dst), piece16<R>::of(parts));
 #else
   __builtin_memcpy(dst, parts, 16);
 #endif
@@ -560,8 +563,8 @@ template <int W, class Block, class R> TINYLA_HD cplx<R> shuffle_element(Block& 
 template <class E> inline constexpr int elements_per_piece = sizeof(E) < 16 ? int(16 / sizeof(E)) : 1;
 
 // One 16-byte piece (elements_per_piece<E> elements) from 16-byte aligned shared
-// memory into registers, and back: one access (LDS.128, STS.128; element by element,
-// nvcc split the accesses where each element had its own test).
+// memory into registers (back: store_piece<true>): one access (LDS.128; element by
+// element, nvcc split the accesses where each element had its own test).
 template <class E> TINYLA_HD void load_piece(const E* src, E* dst) {
   static_assert(sizeof(E) <= 16);
 #if defined(__CUDA_ARCH__)
@@ -570,15 +573,6 @@ template <class E> TINYLA_HD void load_piece(const E* src, E* dst) {
   R* d = reinterpret_cast<R*>(dst);
   if constexpr (sizeof(R) == 8) d[0] = v.x, d[1] = v.y;
   else d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
-#else
-  __builtin_memcpy(dst, src, 16);
-#endif
-}
-template <class E> TINYLA_HD void store_shared_piece(E* dst, const E* src) {
-  static_assert(sizeof(E) <= 16);
-#if defined(__CUDA_ARCH__)
-  using R = lane_real<lane_of<E>>;
-  *reinterpret_cast<typename piece16<R>::type*>(dst) = piece16<R>::of(reinterpret_cast<const R*>(src));
 #else
   __builtin_memcpy(dst, src, 16);
 #endif
@@ -762,7 +756,7 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
             E u[per_piece];
             TINYLA_UNROLL
             for (int c = 0; c < per_piece; ++c) u[c] = loaded[piece + c] - row[piece + c];
-            store_shared_piece(u_k + piece, u);
+            store_piece<true>(reinterpret_cast<lane_real<L>*>(u_k + piece), reinterpret_cast<const lane_real<L>*>(u));
           }
         }
         blk.sync_warp();
