@@ -124,20 +124,22 @@ template <class E> constexpr int per_thread_min_blocks(family f, int64_t n) {
 // others more registers than they need (the complex128 adjugate 126, none spilled at 80).
 // What it does under a cap is not monotonic in the cap (the float64 solve keeps nothing at
 // 64), so these come from a scan (bench/register_scan.py, sm_90): per kernel the fewest
-// registers without local memory at no fewer warps per SM, else the least local memory at
-// that occupancy (float64 inverse and adjugate at 80: 24 -> 8 and 32 -> 24 bytes); the
-// float32 determinant and complex64 inverse take 56 -> 64 registers (36 -> 32 warps) for
-// none. One PTX serves sm_80 and sm_90 (cmake/gpu.cmake), so sm_80 gets these caps too:
-// its team kernels' local memory 648 -> 520 bytes, the float64 ones' 216 -> 72, but more in
-// four complex ones (the complex128 adjugate 0 -> 80 bytes at 126 -> 80 registers).
+// registers without local memory at the most warps per SM that leaves none: where none
+// costs warps, the warps go (float64 inverse and adjugate in shared memory 80 -> 96
+// registers, 24 -> 20 warps, for 8 and 24 bytes; the float64 W = 16 adjugate 80 -> 89,
+// the complex64 determinant in shared memory 64 -> 72, the float32 W = 32 inverse and
+// adjugate 64 -> 70 and 72: their accesses were loop invariants kept across ptxas's
+// division subroutine, and the report's model times the float64 inverse by its shared
+// memory at either). One PTX serves sm_80 and sm_90 (cmake/gpu.cmake), so sm_80 gets
+// these caps too, where 13 team kernels keep 8-80 bytes (464 in all, float64 40).
 // scripts/gpu-report prints the result for sm_90.
 template <class E> constexpr int team_register_cap(family f, int warp_width) {
   // By variant (the LU in shared memory, warp teams of 16, of 32), then family.
   static_assert(int(family::determinant) == 0 && int(family::inverse) == 1 && int(family::solve) == 2 &&
                 int(family::adjugate) == 3);
-  constexpr int f32[3][4] = {{64, 80, 80, 0}, {0, 0, 0, 0}, {96, 0, 0, 0}};
-  constexpr int f64[3][4] = {{0, 80, 64, 80}, {0, 80, 96, 0}, {0, 0, 0, 0}};
-  constexpr int c64[3][4] = {{0, 64, 64, 64}, {0, 0, 0, 0}, {168, 0, 0, 0}};
+  constexpr int f32[3][4] = {{64, 80, 80, 0}, {0, 0, 0, 0}, {96, 80, 0, 72}};
+  constexpr int f64[3][4] = {{0, 96, 64, 96}, {0, 80, 96, 96}, {0, 0, 0, 0}};
+  constexpr int c64[3][4] = {{72, 64, 64, 64}, {0, 0, 0, 0}, {168, 0, 0, 0}};
   constexpr int c128[3][4] = {{0, 80, 0, 80}, {0, 0, 0, 0}, {0, 0, 0, 0}};
   constexpr bool real = std::is_floating_point_v<E>, wide = sizeof(lane_real<lane_of<E>>) == 8;
   const auto& caps = real ? (wide ? f64 : f32) : (wide ? c128 : c64);
