@@ -5,7 +5,8 @@
 // and memsets do what they say, and kernels do nothing.
 //
 // What it checks, as a driver would: a binary module (CUDA fatbin or clang
-// offload bundle) must contain the name looked up in it (else "not found"); a
+// offload bundle) must contain the name looked up in it (else "not found"; a
+// fatbin's compressed entries are read through libzstd, below); a
 // launch needs a function of the current context, a stream of it, a grid and a
 // block of at most 1024 threads, and at most 48 KiB of dynamic shared memory
 // unless the function was opted in to more.
@@ -14,6 +15,7 @@
 // and, at unload, the same line into the file TINYLA_STAND_IN_REPORT names.
 // A module image starting with "bad" fails to load (invalid image);
 // TINYLA_FAKE_NO_DEVICE=1 makes initialization fail (no device).
+#include <dlfcn.h>
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -55,6 +57,7 @@ struct stream_object {
 struct module_object {
   void* context;
   std::string_view image;  // binary images only (empty for text: PTX)
+  std::string inflated;    // a fatbin with compressed entries: every entry's bytes, those inflated
   std::mutex mutex;
   std::map<std::string, int, std::less<>> functions;  // name -> dynamic shared memory opt-in
 };
@@ -120,14 +123,60 @@ int stream_sync(void*) { return ++n.stream_sync, ok; }
 int event_create(void** e) { return ++n.event_create, *e = new char[16], ok; }
 int event_destroy(void* e) { return delete[] static_cast<char*>(e), ok; }
 
+// A fatbin's entries, where nvcc compressed any (it does, by default, those past about
+// 10 MB: the sm_90 kernels' code, and the PTX), as text to look names up in: each entry's
+// payload, inflated where its flags say zstd (its frames' magic 28 b5 2f fd; the layout
+// of an entry's header is NVIDIA's, undocumented, as cuobjdump reads it). False if an
+// entry is compressed otherwise or libzstd (Debian's libzstd1, which apt needs) is absent.
+bool inflate_fatbin(std::string_view fatbin, std::string& text) {
+  using decompress_fn = std::size_t (*)(void*, std::size_t, const void*, std::size_t);
+  using is_error_fn = unsigned (*)(std::size_t);
+  static void* zstd = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+  static auto decompress = zstd ? reinterpret_cast<decompress_fn>(dlsym(zstd, "ZSTD_decompress")) : nullptr;
+  static auto is_error = zstd ? reinterpret_cast<is_error_fn>(dlsym(zstd, "ZSTD_isError")) : nullptr;
+  constexpr std::uint64_t compressed_flag = 0x2000, zstd_flag = 0x8000;
+  const char* p = fatbin.data();
+  for (std::size_t at = read<std::uint16_t>(p + 6); at + 64 <= fatbin.size();) {
+    // u16 kind, u16, u32 header size, u64 payload size, u32 compressed size at 16, ..., u64
+    // flags at 40, u64 inflated size at 56 (the header's first 64 bytes)
+    const auto header = read<std::uint32_t>(p + at + 4);
+    const auto size = read<std::uint64_t>(p + at + 8), flags = read<std::uint64_t>(p + at + 40);
+    const char* payload = p + at + header;
+    if (flags & zstd_flag) {
+      const auto inflated = read<std::uint64_t>(p + at + 56);
+      if (!decompress || !is_error) return false;
+      const std::size_t before = text.size();
+      text.resize(before + inflated);
+      const std::size_t got = decompress(text.data() + before, inflated, payload, read<std::uint32_t>(p + at + 16));
+      if (is_error(got) || got != inflated) return false;
+    } else if (flags & compressed_flag) {
+      return false;
+    } else {
+      text.append(payload, size);
+    }
+    at += header + size;
+  }
+  return true;
+}
+
 int module_load(void** m, const void* image) {
   const char* p = static_cast<const char*>(image);
   if (std::memcmp(p, "bad", 3) == 0) return invalid_image;
   if (!current) return invalid_value;
-  ++n.module_load;
   auto* module = new module_object;
   module->context = current;
   module->image = binary_image(p);
+  if (read<std::uint32_t>(p) == 0xBA55ED50u) {
+    if (!inflate_fatbin(module->image, module->inflated)) {
+      std::fprintf(
+          stderr,
+          "stand-in driver: a fatbin entry it cannot read (compressed but not by zstd, corrupt, or no libzstd.so.1)\n");
+      delete module;
+      return invalid_image;
+    }
+    module->image = module->inflated;
+  }
+  ++n.module_load;
   *m = module;
   return ok;
 }
