@@ -117,13 +117,16 @@ def cuda_kernels(fatbin: str, cuobjdump: str) -> dict[str, Kernel]:
     return kernels
 
 
-# Steps per loop of a warp team's LU, as warp_step_chunk in src/gpu/kernels.hpp sets it.
-WARP_STEP_CHUNK = {"sm_90": 8, "gfx942": 32}
+def warp_step_chunk(arch: str, dtype: str, rows_in_registers: bool) -> int:
+    """Steps per loop of a warp team's LU, as warp_step_chunk in src/gpu/kernels.hpp sets it."""
+    if arch == "gfx942":
+        return 32
+    return 4 if rows_in_registers or 16 // ELEMENT_BYTES[dtype] == 4 else 2
 
 
 def step_loops(name: str, arch: str, code: list[tuple[int, str]], targets: list, shuffle: str,
                issued) -> list[tuple[int, int]]:
-    """The loops of a warp team's LU steps (warp_factor: one per chunk of WARP_STEP_CHUNK
+    """The loops of a warp team's LU steps (warp_factor: one per chunk of warp_step_chunk
     steps, the first chunk's first), for the kernel `name` (none but for a warp team's): each
     one's instructions that issued() counts and its shuffles. Of the loops (a branch back to an
     earlier address) that hold shuffles: one chunk, the shortest of those with the most
@@ -132,7 +135,8 @@ def step_loops(name: str, arch: str, code: list[tuple[int, str]], targets: list,
     warp = re.search(r"_warp(\d+)$", name)
     if not warp:
         return []
-    chunks = max(1, int(warp.group(1)) // WARP_STEP_CHUNK[arch])
+    dtype, width = re.search(r"_(f32|f64|c64|c128)_", name).group(1), int(warp.group(1))
+    chunks = max(1, width // warp_step_chunk(arch, dtype, warp_rows_in_registers(name, dtype, width)))
     index = {address: i for i, (address, _) in enumerate(code)}
     loops = []  # (first address, last address, issued, shuffles, length)
     for end, target in enumerate(targets):
@@ -439,7 +443,8 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
             width = int(warp.group(1))
             u_in_shared = warp_rows_in_registers(plan.kernel, plan.dtype, width)
             redux = g.arch == "sm_90" and width == 32 and not u_in_shared  # as warp_factor
-            lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, width, WARP_STEP_CHUNK[g.arch], u_in_shared, redux)
+            lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, width, warp_step_chunk(g.arch, plan.dtype, u_in_shared),
+                                          u_in_shared, redux)
             # Its steps are loops (not unrolled), one per chunk of W / (loops) steps, each step
             # about as many instructions as the entries past the chunk's first, whatever n is:
             # the chunks' loops run min(n, their last step + 1) - their first step times per

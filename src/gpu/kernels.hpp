@@ -586,15 +586,22 @@ TINYLA_HD E row_entry(const E (&in_registers)[S], const E* in_memory, int j) {
   else return in_memory[j];
 }
 
-// Steps of a warp team's LU per loop (warp_factor): its loops over a row run from the
-// chunk's first step on (sm_90, float64 W = 32: 8 x 1482 SASS instructions a matrix at
-// n = 32, where one loop took 32 x 599). On gfx942 one loop: clang specialized each
-// chunk's loop for every k in it (the float64 W = 32 determinant: 12,672 instructions
-// against 3,720).
+// Steps of a warp team's LU per loop (warp_factor). Each loop picks entry k out of its
+// steps' entries by selects and runs over a row from its first step's entry on, so the
+// fewer steps a loop, the fewer instructions a step (sm_90, float64 W = 32, step loops
+// per matrix at n = 32: the inverse 14,656 SASS instructions in loops of 8 steps, 11,108
+// in loops of 2; the determinant 10,216 in loops of 8, 9,164 in loops of 4, 8,478 in
+// loops of 2), each loop a copy of the step's code. At least a 16-byte piece of U's row (warp_factor's pieces
+// start at a loop's first entry: float32 4 steps), and 4 for the determinants, whose
+// rows are in registers: in loops of 2 ptxas took the float64 W = 32 one to 214 registers
+// (8 warps per SM, 12 at 4 steps) or, held to 168, 24 bytes of local memory. On gfx942 one
+// loop: clang specialized each chunk's loop for every k in it (the float64 W = 32
+// determinant: 12,672 instructions against 3,720).
 #if defined(__HIP_DEVICE_COMPILE__)
-inline constexpr int warp_step_chunk = max_warp_width;
+template <class E, bool RowInRegisters> inline constexpr int warp_step_chunk = max_warp_width;
 #else
-inline constexpr int warp_step_chunk = 8;
+template <class E, bool RowInRegisters> inline constexpr int warp_step_chunk =
+    RowInRegisters || elements_per_piece<E> == 4 ? 4 : 2;
 #endif
 
 // How a warp team finds its pivot: the largest candidate, ties to the smallest key. On
@@ -659,8 +666,8 @@ template <class Block, class R> TINYLA_HD int key_of_largest(Block& blk, R best,
 // entry, with no test. (sm_90, float64 W = 32: 1482 -> 1277 instructions in the
 // step loops. The inverse's, whose entries keep their tests, 1965 -> 1747, but
 // gfx942's grew 554 -> 755 a step: it keeps its shuffles until a GPU decides.)
-template <int W, bool StoreFactors, bool RowInRegisters, int StepChunk = warp_step_chunk, bool Redux = warp_redux,
-          class E, class Block, class Matrix>
+template <int W, bool StoreFactors, bool RowInRegisters, int StepChunk = 0, bool Redux = warp_redux, class E,
+          class Block, class Matrix>
 TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* piv, E* u_rows, det_accum<E>& acc) {
   using L = lane_of<E>;
   static_assert(!(StoreFactors && RowInRegisters));
@@ -691,7 +698,8 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
   // stay in registers: entry k is found and set by comparing j with k. One loop per
   // chunk of StepChunk steps, k from From on (a constant): a step touches only
   // the entries past k, so the chunk's loops start at From, not 0.
-  constexpr int steps = W < StepChunk ? W : StepChunk;
+  constexpr int chunk_steps = StepChunk > 0 ? StepChunk : warp_step_chunk<E, RowInRegisters>;
+  constexpr int steps = W < chunk_steps ? W : chunk_steps;
   static_assert(W % steps == 0);
   constexpr int per_piece = elements_per_piece<E>;
   static_assert(steps % per_piece == 0);
@@ -934,7 +942,7 @@ template <class E, class Block> TINYLA_HD void transpose_through(Block& blk, tea
 // team_size == W; a determinant whose rows fit in registers
 // (warp_rows_in_registers) reads them from global memory: shared memory only for
 // U's rows.
-template <family F, int W, class E, int StepChunk = warp_step_chunk, bool Redux = warp_redux, class Block>
+template <family F, int W, class E, int StepChunk = 0, bool Redux = warp_redux, class Block>
 TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspace) {
   using L = lane_of<E>;
   using R = lane_real<L>;
