@@ -121,7 +121,9 @@ def warp_step_chunk(arch: str, dtype: str, rows_in_registers: bool) -> int:
     """Steps per loop of a warp team's LU, as warp_step_chunk in src/gpu/kernels.hpp sets it."""
     if arch == "gfx942":
         return 32
-    return 4 if rows_in_registers or 16 // ELEMENT_BYTES[dtype] == 4 else 2
+    if dtype.startswith("c"):
+        return 8
+    return 4 if rows_in_registers or dtype == "f32" else 2
 
 
 def step_loops(name: str, arch: str, code: list[tuple[int, str]], targets: list, shuffle: str,

@@ -139,8 +139,8 @@ template <class E> constexpr int team_register_cap(family f, int warp_width) {
                 int(family::adjugate) == 3);
   constexpr int f32[3][4] = {{64, 80, 80, 0}, {0, 0, 0, 0}, {96, 80, 0, 72}};
   constexpr int f64[3][4] = {{0, 96, 64, 96}, {0, 80, 96, 96}, {0, 0, 0, 0}};
-  constexpr int c64[3][4] = {{72, 64, 64, 64}, {0, 0, 96, 96}, {168, 0, 0, 0}};
-  constexpr int c128[3][4] = {{0, 80, 0, 80}, {0, 0, 168, 0}, {0, 0, 0, 0}};
+  constexpr int c64[3][4] = {{72, 64, 64, 64}, {0, 0, 0, 0}, {168, 0, 0, 0}};
+  constexpr int c128[3][4] = {{0, 80, 0, 80}, {0, 0, 0, 0}, {0, 0, 0, 0}};
   constexpr bool real = std::is_floating_point_v<E>, wide = sizeof(lane_real<lane_of<E>>) == 8;
   const auto& caps = real ? (wide ? f64 : f32) : (wide ? c128 : c64);
   return caps[warp_width == 0 ? 0 : warp_width == 16 ? 1 : 2][int(f)];
