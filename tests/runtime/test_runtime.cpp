@@ -3,14 +3,18 @@
 // and many threads at once. ctest sets TINYLA_GPU_DRIVER to the stand-in.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include "mgpu/mgpu.h"
@@ -109,6 +113,56 @@ TEST(Runtime, ErrorsAreReportedAndDoNotCrash) {
   const auto after = stats();
   EXPECT_EQ(after.at("errors") - before.at("errors"), 4);  // null module lookups are not the driver's business
   EXPECT_EQ(after.at("launches"), before.at("launches"));
+}
+
+// A fatbin of two entries, as nvcc writes them: one plain, one compressed with zstd (nvcc's
+// choice for code past about 10 MB, and for PTX); the stand-in must find the names of both,
+// and only those (else every planned kernel of a compressed image would be "not found", and
+// its check of the library's kernel names would prove nothing).
+std::string fatbin_entry(std::string_view payload, std::uint64_t flags, std::uint64_t inflated_size) {
+  std::string header(64, '\0');
+  const auto put = [&](std::size_t at, auto value) { std::memcpy(header.data() + at, &value, sizeof value); };
+  put(0, std::uint16_t(2));   // kind: ELF
+  put(4, std::uint32_t(64));  // header size
+  put(8, std::uint64_t(payload.size()));
+  put(16, std::uint32_t(flags & 0x8000 ? payload.size() : 0));  // compressed size
+  put(28, std::uint32_t(90));                                   // architecture
+  put(40, flags);
+  put(56, inflated_size);
+  return header + std::string(payload);
+}
+
+TEST(Runtime, NamesAreLookedUpInCompressedFatbinEntries) {
+  using compress_fn = std::size_t (*)(void*, std::size_t, const void*, std::size_t, int);
+  void* zstd = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(zstd, nullptr) << "libzstd.so.1 (Debian's libzstd1) is needed to read compressed fatbins";
+  const auto compress = reinterpret_cast<compress_fn>(dlsym(zstd, "ZSTD_compress"));
+  ASSERT_NE(compress, nullptr);
+  using namespace std::string_literals;  // names with their NULs, as in an ELF's string table
+  const std::string packed_text = "\0kernel_packed\0"s + std::string(1000, 'x');
+  std::string packed(packed_text.size() + 64, '\0');
+  const std::size_t packed_size = compress(packed.data(), packed.size(), packed_text.data(), packed_text.size(), 3);
+  ASSERT_LT(packed_size, packed_text.size());  // else a zstd error code
+  packed.resize(packed_size);
+  const std::string entries =
+      fatbin_entry("\0kernel_plain\0\0"s, 0x11, 0) + fatbin_entry(packed, 0x8011, packed_text.size());
+  std::string image(16, '\0');
+  const std::uint32_t magic = 0xBA55ED50u;
+  const std::uint16_t version = 1, header = 16;
+  const std::uint64_t payload = entries.size();
+  std::memcpy(image.data(), &magic, 4);
+  std::memcpy(image.data() + 4, &version, 2);
+  std::memcpy(image.data() + 6, &header, 2);
+  std::memcpy(image.data() + 8, &payload, 8);
+  image += entries;
+  void* m = mgpuModuleLoad(image.data(), image.size());
+  ASSERT_NE(m, nullptr);
+  EXPECT_NE(mgpuModuleGetFunction(m, "kernel_plain"), nullptr);
+  EXPECT_NE(mgpuModuleGetFunction(m, "kernel_packed"), nullptr);
+  EXPECT_EQ(mgpuModuleGetFunction(m, "kernel_absent"), nullptr);
+  image[16 + 64 + 15 + 64] ^= 0x5a;  // the zstd frame's first byte: a corrupt entry fails to load
+  EXPECT_EQ(mgpuModuleLoad(image.data(), image.size()), nullptr);
+  mgpuModuleUnload(m);
 }
 
 TEST(Runtime, MemoryCallsReachTheDriver) {
