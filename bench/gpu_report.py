@@ -355,7 +355,7 @@ def traffic_and_flops(op: str, dtype: str, n: int) -> tuple[int, int, float]:
 def _pivot_shuffles(dtype: str, width: int, redux: bool = False) -> tuple[int, int]:
     """(shuffles of a warp-team step's pivot search and pivot, 32-bit words per element):
     log2(width) butterfly rounds of a magnitude (real) and a key (an int), then the pivot;
-    with redux (warp_redux, kernels.hpp: sm_90 teams of 32 with their rows in shared memory)
+    with redux (warp_redux, kernels.hpp: sm_90 teams of 32)
     the search takes integer reductions instead, and only the pivot is shuffled."""
     words = ELEMENT_BYTES[dtype] // 4
     real_words = words if dtype.startswith("f") else words // 2
@@ -444,7 +444,7 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         if warp:
             width = int(warp.group(1))
             u_in_shared = warp_rows_in_registers(plan.kernel, plan.dtype, width)
-            redux = g.arch == "sm_90" and width == 32 and not u_in_shared  # as warp_factor
+            redux = g.arch == "sm_90" and width == 32  # as warp_factor
             lu_bytes = warp_shuffle_bytes(plan.dtype, plan.n, width, warp_step_chunk(g.arch, plan.dtype, u_in_shared),
                                           u_in_shared, redux)
             # Its steps are loops (not unrolled), one per chunk of W / (loops) steps, each step

@@ -613,11 +613,11 @@ template <class E, bool RowInRegisters> inline constexpr int warp_step_chunk =
 // candidate's bits then its key), where a butterfly of shuffles takes log2(W) dependent
 // rounds of three shuffles (float64), a comparison and three selects (sm_90, float64 W =
 // 32: about 50 instructions a step; the inverse's step loops 1965 -> 1832 instructions in
-// all, 120 -> 116 registers). Only in teams of a whole warp whose rows are in shared
-// memory (warp_factor): at W = 16 a reduction per team took the warp twice (with a team's
-// own mask, ptxas took a divergent loop), which gained nothing and spilled in two kernels;
-// the float64 W = 32 determinant (rows in registers) went 168 -> 220 registers, 12 -> 8
-// warps per SM. gfx942 has no such instruction: the butterfly.
+// all, 120 -> 116 registers; the determinant's 9,164 -> 8,012 at 166 -> 167 registers,
+// where in loops of 8 steps it took 168 -> 220, 12 -> 8 warps per SM). Only in teams of a
+// whole warp (warp_factor): at W = 16 a reduction per team took the warp twice (with a
+// team's own mask, ptxas took a divergent loop), which gained nothing and spilled in two
+// kernels. gfx942 has no such instruction: the butterfly.
 #if defined(__HIP_DEVICE_COMPILE__)
 inline constexpr bool warp_redux = false;
 #else
@@ -732,7 +732,7 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
       // NaN rows stay out by an explicit test: for float, nvcc 13 compiled `mag > -1` (false
       // for NaN only) to no test at all, and a NaN candidate then split the team's pivot.
       else if (mine && place > k && mag == mag) best = mag;
-      if constexpr (Redux && W == 32 && !RowInRegisters) {
+      if constexpr (Redux && W == 32) {
         key = key_of_largest(blk, best, key);
       } else {
         TINYLA_UNROLL
