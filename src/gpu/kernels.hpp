@@ -591,14 +591,15 @@ TINYLA_HD E row_entry(const E (&in_registers)[S], const E* in_memory, int j) {
 // fewer steps a loop, the fewer instructions a step (sm_90, float64 W = 32, step loops
 // per matrix at n = 32: the inverse 14,656 SASS instructions in loops of 8 steps, 11,108
 // in loops of 2; the determinant 10,216 in loops of 8, 9,164 in loops of 4, 8,478 in
-// loops of 2), each loop a copy of the step's code. At least a 16-byte piece of U's row (warp_factor's pieces
-// start at a loop's first entry: float32 4 steps), and 4 for the determinants, whose
-// rows are in registers: in loops of 2 ptxas took the float64 W = 32 one to 214 registers
-// (8 warps per SM, 12 at 4 steps) or, held to 168, 24 bytes of local memory. Complex
-// kernels keep 8: their steps are 2-3 times as long, and in loops of 2 the sm_90 code grew
-// 590 K -> 702 K instructions, most of it theirs, which cost CI 2.5 minutes of nvcc beside
-// the Python build. On gfx942 one loop: clang specialized each chunk's loop for every k in
-// it (the float64 W = 32 determinant: 12,672 instructions against 3,720).
+// loops of 2), each loop a copy of the step's code. At least a 16-byte piece of U's row
+// (warp_factor's pieces start at a loop's first entry: float32 4 steps), and 4 for the
+// determinants, whose rows are in registers: in loops of 2 ptxas took the float64 W = 32
+// one to 214 registers (8 warps per SM, 12 at 4 steps) or, held to 168, 24 bytes of local
+// memory. Complex kernels keep 8: their steps are 2-3 times as long, and in loops of 2 the
+// sm_90 code grew 590 K -> 702 K instructions, most of it theirs, which cost CI 2.5
+// minutes of nvcc beside the Python build. On gfx942 one loop: clang specialized each
+// chunk's loop for every k in it (the float64 W = 32 determinant: 12,672 instructions
+// against 3,720).
 #if defined(__HIP_DEVICE_COMPILE__)
 template <class E, bool RowInRegisters> inline constexpr int warp_step_chunk = max_warp_width;
 #else

@@ -57,7 +57,7 @@ struct stream_object {
 struct module_object {
   void* context;
   std::string_view image;  // binary images only (empty for text: PTX)
-  std::string inflated;    // a fatbin with compressed entries: every entry's bytes, those inflated
+  std::string inflated;    // a fatbin: its entries' bytes, the compressed ones inflated
   std::mutex mutex;
   std::map<std::string, int, std::less<>> functions;  // name -> dynamic shared memory opt-in
 };
@@ -127,7 +127,8 @@ int event_destroy(void* e) { return delete[] static_cast<char*>(e), ok; }
 // 10 MB: the sm_90 kernels' code, and the PTX), as text to look names up in: each entry's
 // payload, inflated where its flags say zstd (its frames' magic 28 b5 2f fd; the layout
 // of an entry's header is NVIDIA's, undocumented, as cuobjdump reads it). False if an
-// entry is compressed otherwise or libzstd (Debian's libzstd1, which apt needs) is absent.
+// entry is compressed otherwise, corrupt or past the image, or libzstd (Debian's libzstd1,
+// which apt needs) is absent.
 bool inflate_fatbin(std::string_view fatbin, std::string& text) {
   using decompress_fn = std::size_t (*)(void*, std::size_t, const void*, std::size_t);
   using is_error_fn = unsigned (*)(std::size_t);
@@ -141,10 +142,11 @@ bool inflate_fatbin(std::string_view fatbin, std::string& text) {
     // flags at 40, u64 inflated size at 56 (the header's first 64 bytes)
     const auto header = read<std::uint32_t>(p + at + 4);
     const auto size = read<std::uint64_t>(p + at + 8), flags = read<std::uint64_t>(p + at + 40);
+    if (header < 64 || header > fatbin.size() - at || size > fatbin.size() - at - header) return false;
     const char* payload = p + at + header;
     if (flags & zstd_flag) {
       const auto inflated = read<std::uint64_t>(p + at + 56);
-      if (!decompress || !is_error) return false;
+      if (!decompress || !is_error || read<std::uint32_t>(p + at + 16) > size) return false;
       const std::size_t before = text.size();
       text.resize(before + inflated);
       const std::size_t got = decompress(text.data() + before, inflated, payload, read<std::uint32_t>(p + at + 16));
