@@ -235,6 +235,47 @@ TYPED_TEST(Special, SubnormalPivotsGiveTheReferenceValues) {
   EXPECT_NEAR(logabs, std::log(std::numeric_limits<R>::denorm_min()), 4 * eps<T>() * std::abs(logabs));
 }
 
+// A subnormal pivot that the elimination and the inverse apply to nonzero entries:
+// A = (I + E) with column p times t = min / 2 (|E| <= 0.05 / n). Step p's pivot is about
+// t (subnormal; 1/t finite), the entries below it subnormal, and row p of A^-1 near 1/t.
+// Each row of the inverse (row p about 1/t times the others) and the solution against
+// the long-double reference.
+TYPED_TEST(Special, SubnormalPivotScalesNonzeroEntriesToTheReference) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  const R t = std::numeric_limits<R>::min() / 2;
+  for (int n : sizes) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    auto a = make_batch<T>(kind::random, 1, n, 57 * n);
+    const int p = n / 2;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        T& e = a[i * n + j];
+        e = e * R(0.05 / n) + T(i == j ? 1 : 0);
+        if (j == p) e *= t;
+      }
+    const auto w = wide_lu(a.data(), n, true);
+    T sign;
+    R logabs;
+    std::vector<T> x(size_t(n) * n), sol(n), ones(n, T(1));
+    std::vector<int32_t> info(1, -1), info_s(1, -1);
+    ASSERT_EQ(slogdet(1, n, a.data(), &sign, &logabs), TINYLA_OK);
+    ASSERT_EQ(inv(1, n, a.data(), x.data(), info.data()), TINYLA_OK);
+    ASSERT_EQ(solve(1, n, 1, a.data(), ones.data(), sol.data(), info_s.data()), TINYLA_OK);
+    const R tol = 64 * n * eps<T>();
+    EXPECT_LE(std::abs(wide_t<T>(sign) - w.sign), tol) << "sign " << sign;
+    EXPECT_LE(std::abs(logabs - w.logabs), tol * std::abs(w.logabs)) << logabs;
+    EXPECT_EQ(info[0], 0);
+    EXPECT_EQ(info_s[0], 0);
+    std::vector<wide_t<T>> row(n), want(n, wide_t<T>(0));
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) row[j] = w.inv[size_t(i) * n + j], want[i] += row[j];
+      EXPECT_LE(rel_err_F(x, row, size_t(i) * n, size_t(n)), tol) << "inv row " << i;
+    }
+    EXPECT_LE(rel_err_F(sol, want, 0, size_t(n)), tol) << "solve";
+  }
+}
+
 // A zero pivot (k = 2) followed by a pivot that overflowed to inf in the
 // elimination (-big - big): singular, as LAPACK's info says, not 0 * inf = NaN.
 TYPED_TEST(Special, ZeroPivotBeforeAnOverflowedPivotStaysSingular) {
