@@ -122,25 +122,25 @@ template <class E> constexpr int per_thread_min_blocks(family f, int64_t n) {
 // and put loop invariants in local memory (sm_90: the float64 solve 80 bytes at 72
 // registers, the complex64 inverse 96 at 56 with 37 accesses inside the steps), and gave
 // others more registers than they need (the complex128 adjugate 126, none spilled at 80).
-// What it does under a cap is not monotonic in the cap (the float64 solve keeps nothing at
-// 64), so these come from a scan (bench/register_scan.py, sm_90): per kernel the fewest
-// registers without local memory at the most warps per SM that leaves none: where none
-// costs warps, the warps go (float64 inverse and adjugate in shared memory 80 -> 96
-// registers, 24 -> 20 warps, for 8 and 24 bytes; the float64 W = 16 adjugate 80 -> 89,
-// the complex64 determinant in shared memory 64 -> 72, the float32 W = 32 inverse and
-// adjugate 64 -> 70 and 72: their accesses were loop invariants kept across ptxas's
-// division subroutine, and the report's model times the float64 inverse by its shared
-// memory at either). One PTX serves sm_80 and sm_90 (cmake/gpu.cmake), so sm_80 gets
-// these caps too, where 13 team kernels keep 8-80 bytes (464 in all, float64 40).
-// scripts/gpu-report prints the result for sm_90.
+// What it does under a cap is not monotonic in the cap, so these come from a scan
+// (bench/register_scan.py, sm_90): per kernel the fewest registers without local memory at
+// the most warps per SM that leaves none; where none costs warps, the warps go. Rerun
+// whenever the kernels change: without the pivots' division (pivot_inverse) the float64
+// solve in shared memory kept 80 bytes at its 64 (now 96: 32 -> 20 warps), the complex128
+// inverse 88 at 80 (now 72: 24 -> 28), the complex64 solve 8 at 64 (now 80) and the float32
+// adjugate 24 at ptxas's 64 (now 80: 32 -> 24), while the float64 W = 16 adjugate, the
+// float32 W = 32 solve and the complex128 solve in shared memory gained 4 warps each, and
+// the complex64 W = 16 solve as ptxas places it (80 registers; held to 80, 8 bytes). One PTX serves sm_80 and sm_90 (cmake/gpu.cmake), so sm_80 gets these
+// caps too (`register_scan.py --arch sm_80` prints what they keep there). scripts/gpu-report
+// prints the result for sm_90.
 template <class E> constexpr int team_register_cap(family f, int warp_width) {
   // By variant (the LU in shared memory, warp teams of 16, of 32), then family.
   static_assert(int(family::determinant) == 0 && int(family::inverse) == 1 && int(family::solve) == 2 &&
                 int(family::adjugate) == 3);
-  constexpr int f32[3][4] = {{64, 80, 80, 0}, {0, 0, 0, 0}, {96, 80, 0, 72}};
-  constexpr int f64[3][4] = {{0, 96, 64, 96}, {0, 80, 96, 96}, {0, 0, 0, 0}};
-  constexpr int c64[3][4] = {{72, 64, 64, 64}, {0, 0, 0, 0}, {168, 0, 0, 0}};
-  constexpr int c128[3][4] = {{0, 80, 0, 80}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+  constexpr int f32[3][4] = {{64, 80, 80, 80}, {0, 0, 0, 0}, {96, 80, 72, 72}};
+  constexpr int f64[3][4] = {{0, 96, 96, 96}, {0, 80, 96, 80}, {0, 0, 0, 0}};
+  constexpr int c64[3][4] = {{72, 64, 80, 64}, {0, 0, 0, 0}, {168, 0, 0, 0}};
+  constexpr int c128[3][4] = {{0, 72, 96, 80}, {0, 0, 0, 0}, {0, 0, 0, 0}};
   constexpr bool real = std::is_floating_point_v<E>, wide = sizeof(lane_real<lane_of<E>>) == 8;
   const auto& caps = real ? (wide ? f64 : f32) : (wide ? c128 : c64);
   return caps[warp_width == 0 ? 0 : warp_width == 16 ? 1 : 2][int(f)];
