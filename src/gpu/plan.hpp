@@ -130,9 +130,10 @@ template <class E> constexpr int per_thread_min_blocks(family f, int64_t n) {
 // inverse 88 at 80 (now 72: 24 -> 28), the complex64 solve 8 at 64 (now 80) and the float32
 // adjugate 24 at ptxas's 64 (now 80: 32 -> 24), while the float64 W = 16 adjugate, the
 // float32 W = 32 solve and the complex128 solve in shared memory gained 4 warps each, and
-// the complex64 W = 16 solve as ptxas places it (80 registers; held to 80, 8 bytes). One PTX serves sm_80 and sm_90 (cmake/gpu.cmake), so sm_80 gets these
-// caps too (`register_scan.py --arch sm_80` prints what they keep there). scripts/gpu-report
-// prints the result for sm_90.
+// the complex64 W = 16 solve as ptxas places it (80 registers; held to 80, 8 bytes). One
+// PTX serves sm_80 and sm_90 (cmake/gpu.cmake), so sm_80 gets these caps too
+// (`register_scan.py --arch sm_80` prints what they keep there). scripts/gpu-report prints
+// the result for sm_90.
 template <class E> constexpr int team_register_cap(family f, int warp_width) {
   // By variant (the LU in shared memory, warp teams of 16, of 32), then family.
   static_assert(int(family::determinant) == 0 && int(family::inverse) == 1 && int(family::solve) == 2 &&
