@@ -166,13 +166,14 @@ struct plan_options {
   int per_thread_up_to = max_per_thread_n;  // larger n (or past the register budget): the team kernel
   int per_thread_block = 0;                 // 0: from the table
   int warp_team_up_to = max_warp_width;     // larger n (or a team_size given): the LU in shared memory
-  // ... and only where n is at most this short of the narrowest warp team that holds it
-  // (else the LU in shared memory too): a warp team's step costs its width in instructions
-  // whatever n is, the LU in shared memory less the smaller n. Measured (docs/gpu.md): on an
-  // H100 the warp teams 1.04-1.11x faster at n = 14 and 1.3-1.5x at 32, the LU in shared
-  // memory 1.07-1.10x faster at 12 and 1.00-1.16x at 28; on an H200 the LU in shared memory
-  // ahead at 12 and 24, the warp teams at 16 and 32.
-  int warp_team_slack = 2;
+  // ... and only where n is at most this short of the narrowest warp team that holds it (-1:
+  // where n fills more than half of it, so that the LU in shared memory would take a slot as
+  // wide, warp_slot; smaller n it packs several to a warp, not timed against a warp team).
+  // Measured on an H100 (docs/gpu.md), float64 at 12 <= n <= 32, with the pivot found by
+  // redux and no division per pivot: the warp teams ahead at every n timed, the determinant
+  // 1.37-1.94x, the inverses 1.02-1.39x (before those two changes they were behind at 12
+  // and 28, hence the earlier rule: within 2 of their width).
+  int warp_team_slack = -1;
   int team_size = 0;  // 0: min(n, max_team_size)
   // Per-thread inverses (n > 2): each thread's output into a slot of shared memory,
   // then each warp's 32 outputs written together, in 16-byte pieces that cover whole lines
@@ -182,7 +183,7 @@ struct plan_options {
 };
 
 // The launcher's options: the defaults (TINYLA_GPU_TEAMS unset or "fill": warp teams
-// where n is at most 2 short of one's width), or with TINYLA_GPU_TEAMS=warp the LU of every n up to 32
+// where n fills more than half of one's width), or with TINYLA_GPU_TEAMS=warp the LU of every n up to 32
 // past the per-thread kernel in a warp team, =shared in shared memory (the team kernel);
 // TINYLA_GPU_STORES=staged stages the per-thread inverses' outputs (stage_outputs), =direct
 // (the default) not; TINYLA_GPU_TEAM_SIZE=t (1..max_team_size) takes the LU in shared memory
@@ -287,7 +288,7 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
   if (o.team_size == 0 && n <= o.warp_team_up_to) {
     for (int w : warp_widths)
       if (n <= w) {
-        if (w - n > o.warp_team_slack) break;
+        if (w - n > (o.warp_team_slack < 0 ? w / 2 - 1 : o.warp_team_slack)) break;
         // Blocks of whole warps (32 threads: two 16-thread teams share one),
         // the matrices in shared memory or (a determinant) in registers.
         const bool in_registers = warp_rows_in_registers<E>(family_of(jb.kind), w);
