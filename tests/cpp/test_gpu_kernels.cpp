@@ -328,7 +328,8 @@ TYPED_TEST(GpuKernels, LargeNAdjugateAsAccurateAsLapack) {
 TYPED_TEST(GpuKernels, AdjugateOfSingularIntegerMatricesMatchesCpu) {
   using T = TypeParam;
   using R = real_t<T>;
-  if constexpr (sizeof(R) == 8) {
+  if constexpr (sizeof(R) < 8) GTEST_SKIP() << "double precision only";
+  else {
     for (int n : {9, 33}) {
       SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
       const int64_t batch = 6, nn = int64_t(n) * n;

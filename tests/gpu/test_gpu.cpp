@@ -210,20 +210,17 @@ TEST(StandIn, EveryPlannedKernelIsInTheImageAndEachCallIsOneLaunch) {
 TEST(StandIn, TeamsFromTheEnvironment) {
   const std::string teams = std::getenv("TINYLA_GPU_TEAMS") ? std::getenv("TINYLA_GPU_TEAMS") : "";
   const std::string size = std::getenv("TINYLA_GPU_TEAM_SIZE") ? std::getenv("TINYLA_GPU_TEAM_SIZE") : "";
-  const bool sized = size == "16";  // a given size: the LU in shared memory for every n
-  const bool warp = teams == "warp" && !sized, shared = teams == "shared" || sized;
+  const bool sized = size == "16";                 // a given size: the LU in shared memory for every n
+  const bool shared = teams == "shared" || sized;  // else (fill, warp, a bad value) the warp teams
   const auto plan = [](int n) {
     const tinyla::job jb{.kind = op::slogdet_inv, .batch = 1, .n = n};
     const auto p = kern::plan_launch<double>(jb, kern::launch_options());
     EXPECT_FALSE(p.per_thread) << n;
     return p;
   };
-  EXPECT_EQ(plan(16).warp_width, shared ? 0 : 16);  // a full team
-  EXPECT_EQ(plan(14).warp_width, shared ? 0 : 16);  // 2 short of 16
-  EXPECT_EQ(plan(30).warp_width, shared ? 0 : 32);  // 2 short of 32
-  EXPECT_EQ(plan(12).warp_width, warp ? 16 : 0);    // 4 short of 16
-  EXPECT_EQ(plan(28).warp_width, warp ? 32 : 0);    // 4 short of 32
-  EXPECT_EQ(plan(24).warp_width, warp ? 32 : 0);
+  // A warp team wherever n fills more than half of its width (the narrowest that holds n).
+  for (int n : {9, 12, 14, 16}) EXPECT_EQ(plan(n).warp_width, shared ? 0 : 16) << n;
+  for (int n : {17, 24, 28, 30, 32}) EXPECT_EQ(plan(n).warp_width, shared ? 0 : 32) << n;
   // The LU in shared memory: teams of the given size, else a warp slot up to n = 32
   for (int n : {12, 24, 40})
     if (plan(n).warp_width == 0) EXPECT_EQ(plan(n).team_size, sized ? 16 : n <= 32 ? kern::warp_slot(n) : n) << n;
