@@ -185,7 +185,10 @@ def test_log_det_laplacian_kernel_matches_its_jnp_form(n, dtype):
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * max(n, 1) ** 2)
     vmapped = jax.vmap(_log_det_laplacian, in_axes=(1, 1, 1), out_axes=1)(inverse_t, lap_a, da)
     for got, want in zip(vmapped, _log_det_laplacian(inverse_t, lap_a, da)):
-        np.testing.assert_array_equal(got, want)
+        if jax.default_backend() == "cpu":  # the kernel: each matrix's bits whatever the batch
+            np.testing.assert_array_equal(got, want)
+        else:  # the jnp form (no GPU kernel): XLA's products, whose rounding follows the layout
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14 * max(n, 1) ** 2)
     if dtype != np.float64:
         return
 
