@@ -227,15 +227,19 @@ template <class L> TINYLA_HD cplx<L> reciprocal_or_zero(cplx<L> y) {
   return select(z, zero, divide(one, select(z, one, y)));
 }
 
-// Scales y by 2^(digits+1), exactly, where its larger component is
+// 2^subnormal_lift_exponent: what takes any nonzero subnormal of T to a normal
+// number, exactly (a subnormal is at least 2^(min_exponent - digits)).
+template <class T> inline constexpr int subnormal_lift_exponent = std::numeric_limits<T>::digits + 1;
+template <class T> inline constexpr T subnormal_lift = T(1ull << std::numeric_limits<T>::digits) * T(2);
+
+// Scales y by subnormal_lift, exactly, where its larger component is
 // subnormal: then that component is normal, and 1/max|y| and |y| keep full
 // precision. Returns the exponent used (0 or digits+1) for the caller to undo.
 template <class L> TINYLA_HD L lift_subnormal(cplx<L>& y) {
   using T = lane_real<L>;
-  constexpr int shift = std::numeric_limits<T>::digits + 1;
   const auto sub = max_component(y) < L(std::numeric_limits<T>::min());
-  y = select(sub, y * L(T(1ull << (shift - 1)) * T(2)), y);
-  return select(sub, L(T(shift)), L(0));
+  y = select(sub, y * L(subnormal_lift<T>), y);
+  return select(sub, L(T(subnormal_lift_exponent<T>)), L(0));
 }
 
 // y / |y| for y != 0, also for infinite y (the direction of its infinite

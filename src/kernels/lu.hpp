@@ -112,7 +112,7 @@ template <class E> struct no_det {
 template <class E> struct pivot_inverse {
   using L = lane_of<E>;
   using T = lane_real<L>;
-  static constexpr T lift = T(1ull << std::numeric_limits<T>::digits) * T(2);  // 2^(digits+1)
+  static constexpr T lift = subnormal_lift<T>;  // 2^(digits+1)
   static constexpr bool one_lane = lane_traits<L>::width == 1;
   E p, r;           // r: 1/p, but a GPU thread's 1/(p 2^(digits+1)) where p is tiny
   mask_of<L> tiny;  // a mask, not the factor: a predicate on the GPU, not 2 registers
