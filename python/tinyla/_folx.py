@@ -74,6 +74,10 @@ def _row_coordinates(mask: np.ndarray):
 
 # XLA's CPU reductions over a leading or a short axis of these (tangent, ..., n, n) arrays ran 3-10x
 # slower than the same sums written as element-wise adds, which fuse into one loop (n = 5..16).
+# That is the CPU's choice: GPUs take the reduction (lax.platform_dependent, resolved when
+# lowering). On an H100 (jax 0.11.2, bench/ansatz.py's folx local energy, n_el = 16, 4096
+# walkers, stacks of K = 16 blocks of n = 8, all in one process): jnp 45.1 ms, tinyla with the
+# pair sums unrolled 50.5, with the reduction 40.5, the zero-cost stand-in 31.9.
 _UNROLLED_PAIRS_MAX_N = 16
 # For stacks of matrices (see _log_det): M_c = A^-1 dA/dx_c as a dot for these n, as fused
 # element-wise products elsewhere. The fused form takes folx's Jacobian into its loop, so when that
@@ -81,7 +85,7 @@ _UNROLLED_PAIRS_MAX_N = 16
 # each of the n terms of every entry; a dot's operand is written once. Measured on the folx
 # Laplacian of bench/qmc_workload.py's Slater ansatz (256 walkers, XLA CPU, both in one process):
 # the dot 5-16 % faster at n = 7..15, the fused form 12-14 % faster at n = 4..6 and 1-8 % at
-# n = 16..24 (there XLA writes the Jacobian out itself).
+# n = 16..24 (there XLA writes the Jacobian out itself). Not timed on a GPU.
 _DOT_PRODUCTS_N = range(7, 16)
 
 
@@ -141,10 +145,17 @@ def _log_det(a: FwdLaplArray, inverse_t):
     else:
         products = _tlj._matmul(inverse, dense)
     grad = _add_all(products[..., i, i] for i in range(n))  # tr M_c
-    if n <= _UNROLLED_PAIRS_MAX_N:  # tr(M_c M_c)
-        squares = _add_all(products[..., i, j] * products[..., j, i] for i in range(n) for j in range(n))
+
+    def reduced(products):  # tr(M_c M_c)
+        return jnp.sum(products * jnp.swapaxes(products, -1, -2), axis=(-2, -1))
+
+    def paired(products):  # the same as element-wise adds (see _UNROLLED_PAIRS_MAX_N)
+        return _add_all(products[..., i, j] * products[..., j, i] for i in range(n) for j in range(n))
+
+    if n <= _UNROLLED_PAIRS_MAX_N:
+        squares = jax.lax.platform_dependent(products, cpu=paired, default=reduced)
     else:
-        squares = jnp.sum(products * jnp.swapaxes(products, -1, -2), axis=(-2, -1))
+        squares = reduced(products)
     laplacian = laplacian - _sum_tangents(squares)
     return FwdJacobian.from_dense(grad), laplacian
 

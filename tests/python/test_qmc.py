@@ -153,6 +153,34 @@ def test_folx_laplacian_equals_hessian_trace(n, one_electron):
         assert ("tinyla_log_det_laplacian" in hlo) == (jax.default_backend() == "cpu")
 
 
+def test_folx_stack_rule_reduces_on_gpus():
+    """A stack of matrices (K determinants) with a dense Jacobian: the rule sums tr(M_c M_c),
+    M_c = A^-1 dA/dx_c, as element-wise adds on the CPU and as a reduction on GPUs
+    (lax.platform_dependent, resolved when lowering; an H100 ran the reduction faster); the
+    Laplacian is the Hessian's trace."""
+    n = 4
+    orbitals = slater(n, False, seed=7)
+    scales = jnp.asarray([1.0, 1.3, 0.7])[:, None, None]
+    f = lambda x: tlj.slogdet(orbitals(x.reshape(n, 3)) * scales + jnp.eye(n))[1].sum()  # noqa: E731
+    x = jnp.asarray(np.random.default_rng(7).standard_normal(3 * n))
+    result = jax.jit(folx.forward_laplacian(f))(x)
+    np.testing.assert_allclose(result.laplacian, hessian_trace(f)(x), rtol=1e-10)
+    # The rule's contraction alone (the whole Laplacian's GPU lowering needs a GPU build's kernels)
+    from folx.api import FwdJacobian, FwdLaplArray
+    from tinyla._folx import _log_det
+    a, jacobian, lap_a, inverse_t = (random_matrices(shape, np.float64, seed=i)
+                                     for i, shape in enumerate([(3, n, n), (3 * n, 3, n, n), (3, n, n), (3, n, n)]))
+    traced = jax.jit(lambda *ops: _log_det(FwdLaplArray(ops[0], FwdJacobian.from_dense(ops[1]), ops[2]), ops[3])).trace(
+        a, jacobian, lap_a, inverse_t)
+    texts = {p: traced.lower(lowering_platforms=(p,)).as_text() for p in ("cpu", "cuda", "rocm")}
+    reduces = {p: text.count("stablehlo.reduce") for p, text in texts.items()}
+    probe = jax.jit(lambda x: jax.lax.platform_dependent(x, cpu=jnp.sin, default=jnp.cos)).trace(1.0)
+    if "cosine" in probe.lower(lowering_platforms=("cpu",)).as_text():  # older jax (0.5.3) lowers
+        assert reduces["cuda"] == reduces["rocm"] == reduces["cpu"], reduces  # every branch
+    else:  # each platform's branch alone (jax 0.10)
+        assert reduces["cuda"] == reduces["rocm"] == reduces["cpu"] + 1, reduces
+
+
 def test_folx_laplacian_differentiates_like_jnps():
     """d/dtheta of a folx Laplacian (a loss on the local energy) through tinyla's rule (the
     log_det_laplacian kernel's jvp) equals the same through folx's own rule on jnp, to second order."""
