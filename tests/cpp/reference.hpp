@@ -7,6 +7,7 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -30,6 +31,13 @@ template <class T> constexpr bool is_complex = !std::is_same_v<T, real_t<T>>;
 template <class T> using wide_t = std::conditional_t<is_complex<T>, std::complex<long double>, long double>;
 
 template <class T> real_t<T> eps() { return std::numeric_limits<real_t<T>>::epsilon(); }
+
+// The largest n the size sweeps reach: TINYLA_TEST_MAX_N, which the sanitizer run in CI sets
+// lower (its O(n^4..5) long-double references are most of its time past that).
+inline int test_max_n() {
+  const char* env = std::getenv("TINYLA_TEST_MAX_N");
+  return env ? std::atoi(env) : 40;
+}
 template <class T> std::string type_name() { return tinyla::type_info<T>::name; }
 
 template <class T> bool isnan_any(T x) {

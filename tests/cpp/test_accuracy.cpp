@@ -4,7 +4,6 @@
 // multiple of LAPACK's own error against the same reference.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "reference.hpp"
@@ -12,11 +11,6 @@
 namespace {
 
 using namespace ref;
-
-int max_n() {  // the sanitizer run in CI sweeps a smaller range
-  const char* env = std::getenv("TINYLA_TEST_MAX_N");
-  return env ? std::atoi(env) : 40;
-}
 
 template <class T> class Accuracy : public ::testing::Test {};
 using Types = ::testing::Types<float, double, std::complex<float>, std::complex<double>>;
@@ -43,7 +37,7 @@ TYPED_TEST(Accuracy, AllOpsAgainstLongDoubleAndLapack) {
     log_ratio_sum += std::log((t + floor) / (l + floor));
     ++ratios;
   };
-  for (int n = 0; n <= max_n(); ++n) {
+  for (int n = 0; n <= test_max_n(); ++n) {
     for (kind k : {kind::random, kind::hilbert, kind::nearly_singular, kind::scaled_huge, kind::scaled_tiny,
                    kind::row_scaled, kind::diag_dominant}) {
       SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " " + kind_name(k));
