@@ -27,27 +27,31 @@ def wide(a):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", SIZES)
-def test_forward_matches_jnp(dtype, n):
+def test_forward_matches_numpy(dtype, n):
     a = random_matrices((2, 3, n, n), dtype, seed=n)
     b = random_matrices((2, 3, n, 2), dtype, seed=n + 1)
     tol = 8 * (n + 1)
     # Eager calls lower the same custom calls as jit'ed ones: both at the edge, the closed forms and
-    # the first kernel size; jit'ed only above (as models call them).
-    for jit in (False, True) if n <= 3 else (True,):
-        wrap = jax.jit if jit else (lambda f: f)
-        s, l = wrap(tlj.slogdet)(a)
-        rs, rl = jnp.linalg.slogdet(wide(a))
+    # the first kernel size; jit'ed only above (as models call them), all ops in one program (XLA's
+    # compile time per program dominates this test).
+    def ops(a, b):
+        return dict(slogdet=tlj.slogdet(a), det=tlj.det(a), inv=tlj.inv(a), solve=tlj.solve(a, b),
+                    slogdet_inv=tlj.slogdet_inv(a))
+
+    for got in ([ops(a, b), jax.jit(ops)(a, b)] if n <= 3 else [jax.jit(ops)(a, b)]):
+        s, l = got["slogdet"]
+        rs, rl = np.linalg.slogdet(wide(a))
         assert s.dtype == dtype and l.dtype == np.finfo(dtype).dtype
         assert_close(s, rs, dtype, tol)
         assert_close(l, rl, dtype, tol, scale=np.abs(rl) + 1)
-        rd = jnp.linalg.det(wide(a))
-        assert_close(wrap(tlj.det)(a), rd, dtype, tol, scale=np.abs(rd))
-        assert_close(wrap(tlj.inv)(a), jnp.linalg.inv(wide(a)), dtype, tol, scale=1.0)
-        assert_close(wrap(tlj.solve)(a, b), jnp.linalg.solve(wide(a), wide(b)), dtype, tol, scale=np.abs(b).max(initial=1))
-        fs, fl, fx = wrap(tlj.slogdet_inv)(a)
+        rd = np.linalg.det(wide(a))
+        assert_close(got["det"], rd, dtype, tol, scale=np.abs(rd))
+        assert_close(got["inv"], np.linalg.inv(wide(a)), dtype, tol, scale=1.0)
+        assert_close(got["solve"], np.linalg.solve(wide(a), wide(b)), dtype, tol, scale=np.abs(b).max(initial=1))
+        fs, fl, fx = got["slogdet_inv"]
         np.testing.assert_array_equal(fs, s)
         np.testing.assert_array_equal(fl, l)
-        np.testing.assert_array_equal(fx, wrap(tlj.inv)(a))
+        np.testing.assert_array_equal(fx, got["inv"])
 
 
 @pytest.mark.parametrize("dtype", [jnp.bool_, jnp.int8, jnp.int32, jnp.int64, jnp.float32, jnp.float64,
@@ -115,14 +119,14 @@ def test_half_precision_computes_in_float32(dtype, n):
     n <= 3); tinyla computes every op and n in float32 and rounds once to the input dtype."""
     a = (jnp.eye(n) * 3 + jnp.triu(jnp.ones((n, n)), 1)).astype(dtype)[None].repeat(4, 0)
     b = jnp.arange(n, dtype=dtype)
-    ref32 = {"slogdet": jnp.linalg.slogdet(a.astype(jnp.float32)), "det": jnp.linalg.det(a.astype(jnp.float32)),
-             "inv": jnp.linalg.inv(a.astype(jnp.float32)), "solve": jnp.linalg.solve(a[0].astype(jnp.float32),
-                                                                                    b.astype(jnp.float32))}
+    a32, b32 = np.asarray(a, np.float32), np.asarray(b, np.float32)  # LAPACK's float32 (numpy)
+    ref32 = {"slogdet": tuple(np.linalg.slogdet(a32)), "det": np.linalg.det(a32), "inv": np.linalg.inv(a32),
+             "solve": np.linalg.solve(a32[0], b32)}
     ours = {"slogdet": tlj.slogdet(a), "det": tlj.det(a), "inv": tlj.inv(a), "solve": tlj.solve(a[0], b)}
     for op, got in ours.items():
         for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref32[op])):
             assert g.dtype == dtype, op
-            np.testing.assert_array_equal(np.asarray(g, np.float32), np.asarray(r.astype(dtype), np.float32))
+            np.testing.assert_array_equal(np.asarray(g, np.float32), np.asarray(np.asarray(r).astype(dtype), np.float32))
     if n <= 2:  # where jnp computes them natively, tinyla is at least as accurate
         exact = np.linalg.slogdet(np.asarray(a, np.float64))[1]
         err_ours = np.abs(np.asarray(ours["slogdet"][1], np.float64) - exact).max()
@@ -264,32 +268,33 @@ def test_derivatives_match_finite_differences(name, n, dtype):
 
 
 # n = 2: the closed forms; 3: the kernels (the rules do not depend on n; n = 1 against finite
-# differences above; the ops' values at every n: test_forward_matches_jnp and the C++ suite).
+# differences above; the ops' values at every n: test_forward_matches_numpy and the C++ suite).
 # float32 at one size: the rules are dtype-generic, float64/complex128 check their math.
 @pytest.mark.parametrize("name,n,dtype", cases([np.float64, np.complex128], [2, 3]) + cases([np.float32], [3]))
 def test_derivatives_match_jnp(name, n, dtype):
-    """grad, jvp, vjp, jacfwd, jacrev, hessian against jnp.linalg's own rules. Each one jit'ed,
-    as models use them (op by op took twice as long; the finite-difference test above runs
-    the rules eagerly)."""
+    """grad, jvp, vjp, jacfwd, jacrev, hessian against jnp.linalg's own rules, all in one jit'ed
+    program per side, as models use them (one program per transform took 2.5x as long: XLA's
+    compile time per program dominates; the finite-difference test above runs the rules eagerly)."""
     ours, theirs = FUNCTIONS[name]
     a = jnp.asarray(random_matrices((3, n, n), dtype, seed=10 + n))
     da = jnp.asarray(random_matrices((3, n, n), dtype, seed=20 + n))
     tol = dict(rtol=2e3 * eps(dtype), atol=2e3 * eps(dtype))
+    real = not np.issubdtype(dtype, np.complexfloating)  # jacfwd / jacrev / hessian want real inputs
 
-    def both(transform, *args):
-        return jax.jit(transform(ours))(*args), jax.jit(transform(theirs))(*args)
+    def transforms(f, a, da):
+        real_sum = lambda x: jnp.sum(jnp.real(f(x)))  # noqa: E731
+        out = {"grad": jax.grad(real_sum)(a), "jvp": jax.jvp(f, (a,), (da,))[1],
+               "vjp": jax.vjp(f, a)[1](jnp.ones_like(f(a)))[0]}
+        one = a[0]
+        if real:
+            out |= {"jacfwd": jax.jacfwd(f)(one), "jacrev": jax.jacrev(f)(one)}
+            if np.ndim(jax.eval_shape(f, one)) == 0:
+                out["hessian"] = jax.hessian(f)(one)
+        return out
 
-    real_sum = lambda f: (lambda x: jnp.sum(jnp.real(f(x))))  # noqa: E731
-    np.testing.assert_allclose(*both(lambda f: jax.grad(real_sum(f)), a), **tol)
-    np.testing.assert_allclose(*both(lambda f: lambda a, da: jax.jvp(f, (a,), (da,))[1], a, da), **tol)
-    pullback_of_ones = lambda f: lambda a: jax.vjp(f, a)[1](jnp.ones_like(f(a)))[0]  # noqa: E731
-    np.testing.assert_allclose(*both(pullback_of_ones, a), **tol)
-    one = a[0]
-    if not np.issubdtype(dtype, np.complexfloating):  # jacfwd / jacrev / hessian want real inputs
-        np.testing.assert_allclose(*both(jax.jacfwd, one), **tol)
-        np.testing.assert_allclose(*both(jax.jacrev, one), **tol)
-        if np.ndim(ours(one)) == 0:
-            np.testing.assert_allclose(*both(jax.hessian, one), **tol)
+    got, want = (jax.jit(functools.partial(transforms, f))(a, da) for f in (ours, theirs))
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], err_msg=key, **tol)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 6])
