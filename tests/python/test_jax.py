@@ -116,7 +116,8 @@ def test_raw_targets_check_their_results():
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
 def test_half_precision_computes_in_float32(dtype, n):
     """jnp.linalg computes float16/bfloat16 only in its closed forms (slogdet n <= 2, det
-    n <= 3); tinyla computes every op and n in float32 and rounds once to the input dtype."""
+    n <= 3; jax 0.6.2 rejects them, 0.10.2 does not); tinyla computes every op and n in
+    float32 and rounds once to the input dtype."""
     a = (jnp.eye(n) * 3 + jnp.triu(jnp.ones((n, n)), 1)).astype(dtype)[None].repeat(4, 0)
     b = jnp.arange(n, dtype=dtype)
     a32, b32 = np.asarray(a, np.float32), np.asarray(b, np.float32)  # LAPACK's float32 (numpy)
@@ -128,10 +129,15 @@ def test_half_precision_computes_in_float32(dtype, n):
             assert g.dtype == dtype, op
             np.testing.assert_array_equal(np.asarray(g, np.float32), np.asarray(np.asarray(r).astype(dtype), np.float32))
     if n <= 2:  # where jnp computes them natively, tinyla is at least as accurate
-        exact = np.linalg.slogdet(np.asarray(a, np.float64))[1]
-        err_ours = np.abs(np.asarray(ours["slogdet"][1], np.float64) - exact).max()
-        err_jnp = np.abs(np.asarray(jnp.linalg.slogdet(a)[1], np.float64) - exact).max()
-        assert err_ours <= err_jnp
+        try:
+            jnp_logabsdet = jnp.linalg.slogdet(a)[1]
+        except NotImplementedError:  # older jax (0.6.2): LAPACK's path, which has no half-precision types
+            jnp_logabsdet = None
+        if jnp_logabsdet is not None:
+            exact = np.linalg.slogdet(np.asarray(a, np.float64))[1]
+            err_ours = np.abs(np.asarray(ours["slogdet"][1], np.float64) - exact).max()
+            err_jnp = np.abs(np.asarray(jnp_logabsdet, np.float64) - exact).max()
+            assert err_ours <= err_jnp
     g = jax.grad(lambda x: tlj.slogdet(x)[1].sum())(a)  # derivatives through the casts
     assert g.dtype == dtype
 
