@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import os
 
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # jnp's LAPACK threads spin after a call (qmc_workload.py)
+
 if __name__ == "__main__":
     # One core for every contender: XLA's CPU pool of one thread (set before jax starts) and
     # tinyla's pool of one (main). jnp.linalg's batched LAPACK calls (jaxlib 0.10) wait inside

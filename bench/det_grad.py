@@ -6,11 +6,14 @@ taken 3 times interleaved.
 """
 from __future__ import annotations
 
+import os
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # jnp's LAPACK threads spin after a call (qmc_workload.py)
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 import tinyla.jax as tlj  # noqa: E402

@@ -34,9 +34,17 @@ import subprocess
 import sys
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+# OpenBLAS (scipy's, which jaxlib's CPU LAPACK kernels call for jnp.linalg) leaves its worker
+# threads spinning for a while after a call. Interleaved, that spin took a core from whichever
+# contender ran next, always tinyla (the contenders' order): in the folx table at n_el = 32
+# with folx's sparsity 6, tinyla's median went 95 -> 65 ms with one OpenBLAS thread, jnp's
+# and the stand-ins' stayed (113, 61 ms). jnp's batched LAPACK calls run on XLA's threads
+# either way. Set before numpy or jax loads OpenBLAS; bench/ansatz.py and det_grad.py do too.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
@@ -180,6 +188,13 @@ def temp_mib(fn, *args) -> float:
     return fn.lower(*args).compile().memory_analysis().temp_size_in_bytes / 2**20
 
 
+# folx's sparsity_threshold for each table row: 0, folx's default, hands every rule a dense
+# Jacobian; FermiNet's local energy calls folx with 6 (ferminet/hamiltonian.py), which keeps the
+# Slater matrix's Jacobian sparse (one electron's 3 coordinates per row), so both rules take
+# their sparse paths there.
+FOLX_SPARSITY = (0, 6)
+
+
 def folx_table(quick: bool, repeats: int) -> None:
     """The kinetic-energy part of a local energy: folx's forward Laplacian of log|psi| over
     walkers, with jnp.linalg.slogdet (folx's own rule), tinyla.jax.slogdet (tinyla's rule) and the
@@ -192,26 +207,27 @@ def folx_table(quick: bool, repeats: int) -> None:
     walkers = 64 if quick else 256
     print(f"\nfolx {folx.__version__ if hasattr(folx, '__version__') else ''} forward Laplacian of a Slater "
           f"ansatz (MLP orbitals x envelope), {walkers} walkers, float64; time per call, best of {repeats}")
-    print("| n_el | jnp ms | tinyla ms | stand-in ms | jnp / tinyla | det share of jnp | Amdahl bound | "
-          "reached | XLA temp MiB jnp / tinyla | max rel. diff |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n in (4, 8, 16, 32):
-        x = jnp.asarray(np.random.default_rng(n).standard_normal((walkers, 3 * n)))
-        slogdets = {"jnp": jnp.linalg.slogdet, "tinyla": tlj.slogdet, **STANDINS}
-        fns = {name: jax.jit(jax.vmap(lambda x, f=slater_log_psi(n, sl): folx.forward_laplacian(f)(x).laplacian))
-               for name, sl in slogdets.items()}
-        print(f"  folx n_el={n} ...", end="", file=sys.stderr, flush=True)
-        best, outs = time_calls(fns, x, repeats)
-        print(" ".join(f"{c} {best[c] * 1e3:.2f} ms" for c in fns), file=sys.stderr, flush=True)
-        standin, standin_time = fastest_standin(best)
-        share = 1 - standin_time / best["jnp"]
-        bound = best["jnp"] / standin_time
-        speedup = best["jnp"] / best["tinyla"]
-        reached = (speedup - 1) / (bound - 1) if bound > 1 else float("nan")
-        print(f"| {n} | {best['jnp'] * 1e3:.2f} | {best['tinyla'] * 1e3:.2f} | {standin_time * 1e3:.2f} ({standin}) | "
-              f"**{speedup:.2f}x** | {share:.0%} | {bound:.2f}x | {reached:.0%} | "
-              f"{temp_mib(fns['jnp'], x):.1f} / {temp_mib(fns['tinyla'], x):.1f} | "
-              f"{max_rel_diff(outs['tinyla'], outs['jnp']):.1e} |")
+    print("| n_el | folx sparsity | jnp ms | tinyla ms | stand-in ms | jnp / tinyla | det share of jnp | "
+          "Amdahl bound | reached | XLA temp MiB jnp / tinyla | max rel. diff |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for sparsity in FOLX_SPARSITY:
+        for n in (4, 8, 16, 32):
+            x = jnp.asarray(np.random.default_rng(n).standard_normal((walkers, 3 * n)))
+            slogdets = {"jnp": jnp.linalg.slogdet, "tinyla": tlj.slogdet, **STANDINS}
+            fns = {name: jax.jit(jax.vmap(lambda x, f=slater_log_psi(n, sl): folx.forward_laplacian(
+                       f, sparsity_threshold=sparsity)(x).laplacian)) for name, sl in slogdets.items()}
+            print(f"  folx n_el={n} sparsity={sparsity} ...", end="", file=sys.stderr, flush=True)
+            best, outs = time_calls(fns, x, repeats)
+            print(" ".join(f"{c} {best[c] * 1e3:.2f} ms" for c in fns), file=sys.stderr, flush=True)
+            standin, standin_time = fastest_standin(best)
+            share = 1 - standin_time / best["jnp"]
+            bound = best["jnp"] / standin_time
+            speedup = best["jnp"] / best["tinyla"]
+            reached = (speedup - 1) / (bound - 1) if bound > 1 else float("nan")
+            print(f"| {n} | {sparsity} | {best['jnp'] * 1e3:.2f} | {best['tinyla'] * 1e3:.2f} | "
+                  f"{standin_time * 1e3:.2f} ({standin}) | **{speedup:.2f}x** | {share:.0%} | {bound:.2f}x | "
+                  f"{reached:.0%} | {temp_mib(fns['jnp'], x):.1f} / {temp_mib(fns['tinyla'], x):.1f} | "
+                  f"{max_rel_diff(outs['tinyla'], outs['jnp']):.1e} |")
 
 
 def main() -> int:
