@@ -18,7 +18,8 @@ log-sum-exp. Only the determinant step differs between contenders:
            derivatives (docs/benchmarks.md, Table 3)
 
 Workloads (over a batch of walkers, float64):
-  E_L folx      local energy, the kinetic term by folx's forward Laplacian
+  E_L folx      local energy, the kinetic term by folx's forward Laplacian (sparsity_threshold 6,
+                as FermiNet calls it)
   E_L hessian   local energy, the Laplacian as the Hessian's trace, forward over reverse as in
                 FermiNet's default (jax.linearize of the gradient, one coordinate per loop step)
   VMC step      folx local energy + jit(grad) of the VMC loss with respect to the parameters
@@ -51,6 +52,9 @@ from qmc_workload import STANDINS, fastest_standin, machine, max_rel_diff, time_
 
 K = 16
 LAYERS = 2
+# folx's sparsity_threshold as FermiNet's local energy passes it (ferminet/hamiltonian.py): the
+# one-electron features' Jacobians stay sparse until the streams mix.
+FOLX_SPARSITY = 6
 WIDTH_1 = 64
 WIDTH_2 = 16
 
@@ -159,7 +163,7 @@ def local_energy(n_el: int, contender: str, laplacian: str):
         f = lambda x: log_psi(params, x)  # noqa: E731
         if laplacian == "folx":
             import folx
-            out = folx.forward_laplacian(f)(x)
+            out = folx.forward_laplacian(f, sparsity_threshold=FOLX_SPARSITY)(x)
             lap, grad = out.laplacian, out.jacobian.dense_array
         else:
             # FermiNet's default: linearize the gradient, one tangent per coordinate in a loop.
