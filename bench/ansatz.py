@@ -48,13 +48,10 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 import tinyla.jax as tlj
-from qmc_workload import STANDINS, fastest_standin, machine, max_rel_diff, time_calls
+from qmc_workload import FERMINET_FOLX_SPARSITY, STANDINS, fastest_standin, machine, max_rel_diff, time_calls
 
 K = 16
 LAYERS = 2
-# folx's sparsity_threshold as FermiNet's local energy passes it (ferminet/hamiltonian.py): the
-# one-electron features' Jacobians stay sparse until the streams mix.
-FOLX_SPARSITY = 6
 WIDTH_1 = 64
 WIDTH_2 = 16
 
@@ -163,7 +160,7 @@ def local_energy(n_el: int, contender: str, laplacian: str):
         f = lambda x: log_psi(params, x)  # noqa: E731
         if laplacian == "folx":
             import folx
-            out = folx.forward_laplacian(f, sparsity_threshold=FOLX_SPARSITY)(x)
+            out = folx.forward_laplacian(f, sparsity_threshold=FERMINET_FOLX_SPARSITY)(x)
             lap, grad = out.laplacian, out.jacobian.dense_array
         else:
             # FermiNet's default: linearize the gradient, one tangent per coordinate in a loop.
