@@ -11,8 +11,9 @@ from one factorization, ``slogdet_sum`` (multi-determinant sums) and ``use_for_j
 (routes jnp.linalg to tinyla at trace time); ``export_disabled_checks()`` for
 ``jax.export``. Each op is one custom call over the whole
 batch: every leading dimension is batch, so ``jit``, ``vmap`` (nested), empty batches
-and n = 0 need nothing special. n <= 2 is element-wise XLA code instead (_closed_form.py),
-which XLA fuses with its neighbours. With folx installed, its forward Laplacian finds
+and n = 0 need nothing special. Small n lowers to element-wise XLA code instead
+(_closed_form.py), which XLA fuses with its neighbours: n <= 2 on GPUs, n = 1 on the CPU
+(CLOSED_FORM_MAX_N). With folx installed, its forward Laplacian finds
 tinyla's rules (_folx.py) by the names of the jit entry points (tinyla_slogdet, ...).
 
 Derivatives of any order come from ``custom_jvp`` rules written with these same
@@ -38,7 +39,7 @@ A NaN entry gives NaN sign and logabsdet for that matrix (jnp's LU may report su
 a matrix as singular instead). Derivatives at exactly singular matrices are NaN,
 except det's: its first derivative is the adjugate at every matrix (finite; at rank
 n - 1 formed from the LU with the zero pivots set to 1, at lower rank 0), and at
-n <= 2 every order is finite (the closed forms' polynomials).
+n <= 2 every order is finite (the determinant's polynomial, differentiated).
 """
 from __future__ import annotations
 
@@ -213,8 +214,21 @@ def _missing_gpu_lowering(ctx, *args, op, platform):
         f"(docs/gpu.md), or run on the CPU")
 
 
-def _make_primitive(op: str, gpu_reference=None) -> Primitive:
-    """gpu_reference: for an op with no GPU kernel, the jnp function that GPUs lower instead."""
+def _with_closed_form(rule, op: str, platform: str):
+    """The lowering of `op` on `platform`: the closed form's XLA code where n is small enough
+    (CLOSED_FORM_MAX_N, read when lowering), else `rule`."""
+    closed_form = mlir.lower_fun(functools.partial(_closed_form.call, op), multiple_results=True)
+
+    def lowering(ctx, *args):
+        if ctx.avals_in[0].shape[-1] <= CLOSED_FORM_MAX_N.get(platform, 0):
+            return closed_form(ctx, *args)
+        return rule(ctx, *args)
+    return lowering
+
+
+def _make_primitive(op: str, gpu_reference=None, closed_form: bool = False) -> Primitive:
+    """gpu_reference: for an op with no GPU kernel, the jnp function that GPUs lower instead.
+    closed_form: small n lowers to _closed_form's code (CLOSED_FORM_MAX_N)."""
     target = f"tinyla_{op}"
     jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(_handlers, f"tinyla_xla_{op}")), platform="cpu")
     for platform, lib in _gpu_handlers.items() if gpu_reference is None else ():
@@ -240,12 +254,23 @@ def _make_primitive(op: str, gpu_reference=None) -> Primitive:
             rule = functools.partial(_lowering, op=op)
         else:
             rule = functools.partial(_missing_gpu_lowering, op=op, platform=platform)
+        if closed_form:
+            rule = _with_closed_form(rule, op, platform)
         mlir.register_lowering(prim, rule, platform=platform)
     return prim
 
 
 _OPS = ("slogdet", "det", "inv", "inv_transposed", "solve", "slogdet_inv", "slogdet_inv_transposed", "det_cofactors")
-_PRIMITIVES = {op: _make_primitive(op) for op in _OPS}
+# Largest n lowered to element-wise XLA code (_closed_form.py) instead of tinyla's kernels, per
+# jax platform; read when a function is lowered (after a change, jax.clear_caches()).
+# GPUs: n <= 2, fused with its neighbours into one kernel (the n = 1, 2 case of
+# ROCm/rocm-jax#259). The CPU: n = 1 only. At n = 2 XLA's CPU loops evaluate the closed form's
+# ~100 scalar operations per matrix once per output entry, and the kernel is faster:
+# (4096, 64, 2, 2), a Zen 4 guest, grad 0.60 vs 2.1 ms float64 and 1.2 vs 21 ms complex128,
+# forward 0.56 vs 1.3 ms; inside a FermiNet-like step with 2 x 2 blocks no difference
+# (docs/benchmarks.md). At n = 1 the closed form is one operation per matrix.
+CLOSED_FORM_MAX_N = {"cpu": 1, "cuda": 2, "rocm": 2}
+_PRIMITIVES = {op: _make_primitive(op, closed_form=True) for op in _OPS}
 
 
 def _log_det_laplacian_jnp(inverse_t, lap_a, da):
@@ -262,12 +287,8 @@ def _log_det_laplacian_jnp(inverse_t, lap_a, da):
 _PRIMITIVES["log_det_laplacian"] = _make_primitive("log_det_laplacian", gpu_reference=_log_det_laplacian_jnp)
 
 
-# Largest n computed by element-wise XLA code instead of a custom call (see _closed_form).
-CLOSED_FORM_MAX_N = 2
-
-
 def _call(op: str, *args) -> list[jax.Array]:
-    if args[0].shape[-1] <= CLOSED_FORM_MAX_N:
+    if args[0].shape[-1] == 0:  # nothing to compute: constants, on every platform
         return _closed_form.call(op, *args)
     return _PRIMITIVES[op].bind(*args)
 
@@ -319,8 +340,10 @@ def _slogdet(a):
 def _slogdet_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     if a.shape[-1] <= 2:
-        # Closed forms: nothing to share between the two. Kept apart, so that XLA drops the
-        # value (and its logarithm) when only the gradient is used.
+        # No factorization to share: kept apart, so that only the inverse is computed when only
+        # the gradient is used -- XLA drops a closed form's unused value, and the CPU's n = 2
+        # kernel for the inverse alone takes 0.50 ms at (4096, 64, 2, 2) where slogdet_inv
+        # takes 0.73 (value_and_grad then pays two calls there: 1.19 ms).
         (sign, logabsdet), inverse_t = _slogdet(a), _inv(a, True)
     else:
         # One factorization for the value and the gradient; the kernel writes A^-T, the

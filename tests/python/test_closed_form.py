@@ -1,5 +1,7 @@
-"""n <= 2 in tinyla.jax is element-wise XLA code (fusible; no custom call on any platform) with
-tinyla's numerics: checked against exact rational arithmetic, tinyla's C kernels and jnp."""
+"""n <= 2 in tinyla.jax: element-wise XLA code on GPUs (fusible; no custom call), the kernels
+on the CPU at n = 2 -- both with tinyla's numerics: checked against exact rational arithmetic,
+each other and jnp. The tests that go through tinyla.jax run twice (the `path` fixture): on
+the CPU's kernels and on the closed forms lowered for the CPU (the GPUs' code; conftest.py)."""
 import math
 from fractions import Fraction
 
@@ -25,12 +27,19 @@ OPS = {
 
 
 @pytest.mark.parametrize("platform", ["cpu", "cuda", "rocm"])
-@pytest.mark.parametrize("n", [0, 1, 2])
+@pytest.mark.parametrize("n", [0, 1, 2, 3])
 @pytest.mark.parametrize("op", list(OPS))
-def test_no_custom_call_for_small_n(platform, n, op):
+def test_small_n_lowers_to_closed_forms(platform, n, op):
+    """GPUs: n <= 2 is element-wise code, no custom call; the CPU: n = 1 (n = 2 is faster on
+    the kernels there). n = 0 has nothing to compute anywhere."""
     x = jnp.ones((3, n, n)) + jnp.eye(n)
-    hlo = jax.jit(OPS[op]).trace(x).lower(lowering_platforms=(platform,)).as_text()
-    assert "custom_call" not in hlo
+    traced = jax.jit(OPS[op]).trace(x)
+    if n == 3 and platform not in tlj.GPU_PLATFORMS and platform != "cpu":
+        with pytest.raises(NotImplementedError, match="without its"):
+            traced.lower(lowering_platforms=(platform,))
+        return
+    hlo = traced.lower(lowering_platforms=(platform,)).as_text()
+    assert ("custom_call" in hlo) == (n > {"cpu": 1}.get(platform, 2)), hlo
 
 
 def exact_det(m) -> Fraction:
@@ -49,7 +58,7 @@ def exact_logabs(d: Fraction) -> float:
     return math.log(abs(d.numerator)) - math.log(d.denominator)
 
 
-def test_cancellation_is_exact_to_an_ulp_and_singular_exactly():
+def test_cancellation_is_exact_to_an_ulp_and_singular_exactly(path):
     """ad - bc under heavy cancellation: a few ulps of the exact value (a plain ad - bc has
     no correct digit here); exactly 0 when ad == bc."""
     rng = np.random.default_rng(1)
@@ -67,7 +76,7 @@ def test_cancellation_is_exact_to_an_ulp_and_singular_exactly():
 
 
 @pytest.mark.parametrize("scale", [1e-300, 1e-150, 1.0, 1e150, 1e300])
-def test_extreme_entries_keep_logabsdet_finite(scale):
+def test_extreme_entries_keep_logabsdet_finite(scale, path):
     """Entries near 1e+-300 (and rows scaled differently): logabsdet finite and right where
     det itself over- or underflows; jnp's closed form gives +-inf or 0 there."""
     rng = np.random.default_rng(2)
@@ -172,7 +181,7 @@ def test_no_rounded_product_meets_an_addition(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_split_edges_against_exact_arithmetic(dtype):
+def test_split_edges_against_exact_arithmetic(dtype, path):
     """Entries whose split rounds up into the next binade or sits on a tie, exactly singular and
     nearly singular: det to a few ulps of the exact value, 0 exactly when ad == bc."""
     a = _split_edge_matrices(dtype, 600, seed=7)
@@ -185,7 +194,7 @@ def test_split_edges_against_exact_arithmetic(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_rows_spanning_the_exponent_range(dtype):
+def test_rows_spanning_the_exponent_range(dtype, path):
     """A = diag(2^l) B diag(2^r) with rows (or columns) spanning 2^+-s, s up to nearly the whole
     exponent range (rows like [1e-300, 1e300]), B moderate, nearly singular (ad/bc = 1 + 1e-5)
     or exactly singular: each row scaled into range alone would flush its small entry to 0;
@@ -228,7 +237,7 @@ def test_rows_spanning_the_exponent_range(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [1, 2])
-def test_same_results_as_the_kernels(dtype, n):
+def test_same_results_as_the_kernels(dtype, n, path):
     """The closed forms here and tinyla's C kernels: same conventions, values to a few ulps."""
     a = random_matrices((64, n, n), dtype, seed=n)
     b = random_matrices((64, n, 3), dtype, seed=n + 7)
@@ -244,7 +253,7 @@ def test_same_results_as_the_kernels(dtype, n):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
-def test_special_values(dtype):
+def test_special_values(dtype, path):
     """NaN in, NaN out (that matrix only); a zero matrix and a zero column are singular;
     complex phases of tiny and huge entries are unit."""
     m = np.array([[[np.nan, 1], [2, 3]], [[0, 0], [0, 0]], [[0, 1], [0, 2]], [[1, 2], [3, 4]]], dtype)
@@ -263,7 +272,7 @@ def test_special_values(dtype):
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
-def test_complex_nan_part_beside_inf_is_nan(n):
+def test_complex_nan_part_beside_inf_is_nan(n, path):
     """A complex entry with a NaN part gives NaN sign and logabsdet, also beside an infinite
     part (which C99's cabs counts as an infinity), in the closed forms and the kernels alike."""
     entries = [complex(np.inf, np.nan), complex(np.nan, -np.inf), complex(np.nan, 1), complex(1, np.nan)]
@@ -273,7 +282,7 @@ def test_complex_nan_part_beside_inf_is_nan(n):
 
 
 @pytest.mark.parametrize("n", [1, 2])
-def test_third_derivatives_match_jnp(n):
+def test_third_derivatives_match_jnp(n, path):
     """Any order: the closed forms' rules are element-wise code, differentiated again."""
     a = jnp.asarray(random_matrices((n, n), np.float64, seed=5)) + 2 * jnp.eye(n)
     ours = jax.jit(jax.jacfwd(jax.hessian(lambda x: tlj.slogdet(x)[1])))(a)

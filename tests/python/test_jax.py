@@ -170,9 +170,10 @@ def _cofactors(m):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
-def test_det_derivatives_at_singular_matrices(dtype):
+def test_det_derivatives_at_singular_matrices(dtype, path):
     """det's first derivative is the adjugate at every matrix, singular ones too: n <= 2 from the
-    closed forms (every order the polynomial's own, also where det overflows), n >= 3 from the
+    kernels or the closed forms (`path`; every order the polynomial's own, also where det
+    overflows), n >= 3 from the
     kernel's LU with its zero pivots set to 1 -- exact for integer matrices of rank n - 1 whose
     zero pivot is not the last (where jnp's LU-based rule is not) and 0 at lower rank. The second
     derivative at singular n >= 3 is not finite, as documented."""
@@ -274,7 +275,8 @@ def test_derivatives_match_finite_differences(name, n, dtype):
     check_grads(ours, (a,), order=2, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6, eps=1e-5)
 
 
-# n = 2: the closed forms; 3: the kernels (the rules do not depend on n; n = 1 against finite
+# n = 2: the kernels on the CPU (GPUs: the closed forms, whose values test_closed_form.py checks
+# on both paths); 3: the kernels (the rules do not depend on n; n = 1 against finite
 # differences above; the ops' values at every n: test_forward_matches_numpy and the C++ suite).
 # float32 at one size: the rules are dtype-generic, float64/complex128 check their math.
 @pytest.mark.parametrize("name,n,dtype", cases([np.float64, np.complex128], [2, 3]) + cases([np.float32], [3]))
@@ -328,8 +330,9 @@ def test_laplacian_of_log_psi(n):
 @pytest.mark.parametrize("n", [3, 9])
 def test_gradient_is_one_call_and_nothing_else(n):
     """value_and_grad(logabsdet) compiles to one fused call whose A^-T output is the
-    gradient: no second factorization, no transposition pass, no LAPACK. (n <= 2 has no
-    custom call at all: test_closed_form.py.)"""
+    gradient: no second factorization, no transposition pass, no LAPACK. (n <= 2: the rules
+    keep value and inverse apart, so that XLA drops the value when only the gradient is used;
+    lowerings: test_closed_form.py.)"""
     f = jax.jit(jax.value_and_grad(lambda x: tlj.slogdet(x)[1].sum()))
     hlo = f.lower(jnp.ones((4, 2, n, n))).compile().as_text()
     assert hlo.count("custom-call(") == 1 and 'custom_call_target="tinyla_slogdet_inv_transposed"' in hlo

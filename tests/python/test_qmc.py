@@ -136,7 +136,8 @@ def hessian_trace(f):
     return jax.jit(lambda x: jnp.trace(jax.hessian(f)(x)))
 
 
-# n = 1, 2: the closed forms; 3, 8: compile-time-size kernels; 32: a run-time-size one
+# n = 1: the closed form; 2, 3, 8: compile-time-size kernels (GPUs: n = 2 a closed form); 32: a
+# run-time-size one
 @pytest.mark.parametrize("n", [1, 2, 3, 8, 32])
 @pytest.mark.parametrize("one_electron", [True, False])
 def test_folx_laplacian_equals_hessian_trace(n, one_electron):
@@ -147,7 +148,7 @@ def test_folx_laplacian_equals_hessian_trace(n, one_electron):
     np.testing.assert_allclose(result.laplacian, hessian_trace(f)(x), rtol=1e-10)
     np.testing.assert_allclose(result.jacobian.dense_array, jax.jit(jax.grad(f))(x), rtol=1e-10, atol=1e-12)
     hlo = jax.jit(folx.forward_laplacian(f)).lower(x).as_text()
-    if n >= 3:  # the rule's one fused call, not folx's generic path (closed forms below 3)
+    if n > tlj.CLOSED_FORM_MAX_N.get(jax.default_backend(), 0):  # the rule's one fused call, not folx's generic path
         assert hlo.count("tinyla_slogdet_inv_transposed") >= 1 and "tinyla_inv" not in hlo.replace(
             "tinyla_inv_transposed", "")
     if not one_electron:  # a dense Jacobian: the log_det_laplacian kernel (GPUs: its jnp form)
@@ -279,7 +280,7 @@ def test_use_for_jnp_routes_traced_code_and_restores():
 def test_ansatz_step_matches_jnp(monkeypatch):
     """Local energies (folx, and the Hessian-trace loop through it) and the VMC step of
     bench/ansatz.py, with tinyla.jax.slogdet per block, or slogdet_sum for the whole sum: jnp's
-    numbers. Blocks 3 + 2: the kernels and the closed forms in one model. One layer of the
+    numbers. Blocks 3 + 2: the kernels at both sizes (GPUs: a closed form at 2). One layer of the
     electron streams, not the benchmark's two: the determinants' inputs and derivatives are the
     same code, and each of the eight programs compiles in three quarters of the time."""
     import sys
