@@ -148,7 +148,8 @@ def test_folx_laplacian_equals_hessian_trace(n, one_electron):
     np.testing.assert_allclose(result.laplacian, hessian_trace(f)(x), rtol=1e-10)
     np.testing.assert_allclose(result.jacobian.dense_array, jax.jit(jax.grad(f))(x), rtol=1e-10, atol=1e-12)
     hlo = jax.jit(folx.forward_laplacian(f)).lower(x).as_text()
-    if n > tlj.CLOSED_FORM_MAX_N.get(jax.default_backend(), 0):  # the rule's one fused call, not folx's generic path
+    # the rule's one fused call, not folx's generic path (which a closed form's XLA code takes)
+    if n > tlj.CLOSED_FORM_MAX_N.get(jax.default_backend(), 0):
         assert hlo.count("tinyla_slogdet_inv_transposed") >= 1 and "tinyla_inv" not in hlo.replace(
             "tinyla_inv_transposed", "")
     if not one_electron:  # a dense Jacobian: the log_det_laplacian kernel (GPUs: its jnp form)
