@@ -384,18 +384,20 @@ def _mesh(axis_type):
 
 @pytest.mark.parametrize("axis_type", [AxisType.Explicit, AxisType.Auto])
 @pytest.mark.parametrize("name", ["slogdet", "grad", "inv", "solve", "det"])
-def test_batch_sharded_input_runs_per_shard(axis_type, name):
-    """A batch-sharded input stays sharded: each device's custom call sees its shard, no
-    all-gather appears, and the results equal the unsharded ones."""
+@pytest.mark.parametrize("n", [1, 2, 3])  # the CPU: a closed form at n = 1, the kernels above
+def test_batch_sharded_input_runs_per_shard(axis_type, name, n):
+    """A batch-sharded input stays sharded: each device's custom call (or closed form) sees its
+    shard, no all-gather appears, and the results equal the unsharded ones."""
     assert jax.device_count() == 4
     fn = {"slogdet": lambda x: tlj.slogdet(x)[1], "grad": jax.grad(lambda x: tlj.slogdet(x)[1].sum()),
           "inv": tlj.inv, "solve": lambda x: tlj.solve(x, x[..., :2]), "det": tlj.det}[name]
-    a = random_matrices((8, 6, 3, 3), np.float64)
+    a = random_matrices((8, 6, n, n), np.float64)
     mesh = _mesh(axis_type)
     x = jax.device_put(a, NamedSharding(mesh, P("b")))
     compiled = jax.jit(fn).lower(x).compile().as_text()
     assert "all-gather" not in compiled and "all-to-all" not in compiled
-    assert "custom-call(" in compiled and "f64[2,6,3,3]" in compiled  # the per-device shard
+    assert ("custom-call(" in compiled) == (n > tlj.CLOSED_FORM_MAX_N["cpu"])
+    assert f"f64[2,6,{n},{n}]" in compiled  # the per-device shard
     out = jax.jit(fn)(x)
     assert out.sharding.spec[0] == "b"
     np.testing.assert_array_equal(out, jax.jit(fn)(a))
