@@ -48,7 +48,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 import tinyla.jax as tlj
-from qmc_workload import FERMINET_FOLX_SPARSITY, STANDINS, fastest_standin, machine, max_rel_diff, time_calls
+from qmc_workload import FERMINET_FOLX_SPARSITY, STANDINS, fastest_standin, machine, max_rel_diff, rounds_note, time_calls
 
 K = 16
 LAYERS = 2
@@ -217,7 +217,7 @@ def main() -> int:
     print(f"machine: {machine()}; jax {jax.__version__}; threads: XLA {os.environ.get('PJRT_NPROC', 'default')}, "
           f"tinyla {tinyla.get_num_threads()}")
     print(f"\nFermiNet-like ansatz step ({LAYERS} layers of widths {WIDTH_1}/{WIDTH_2}, K = {K} determinants, "
-          f"two spin blocks, envelopes), float64, one thread; time per call, best of {repeats}, interleaved")
+          f"two spin blocks, envelopes), float64, one thread; time per call, best of {repeats} or more, interleaved ({rounds_note()})")
     print("| n_el | blocks | walkers | workload | jnp ms | tinyla ms | slogdet_sum ms | stand-in ms | jnp / tinyla | "
           "jnp / slogdet_sum | stand-in / tinyla | det share of jnp | max rel. diff |" + extra)
     print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * bool(extra))

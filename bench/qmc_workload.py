@@ -78,18 +78,34 @@ def make_fn(workload: str, contender: str):
     return jax.jit(jax.grad(lambda x: slogdet(x)[1].sum()))
 
 
+# Rounds beyond `repeats` while a row has taken less than this (seconds; --row-budget).
+row_budget_s = 2.0
+MAX_ROUNDS = 400
+
+
+def rounds_note() -> str:
+    return f"more rounds, up to {MAX_ROUNDS}, while a row has taken under {row_budget_s:g} s"
+
+
 def time_calls(fns: dict, x, repeats: int) -> tuple[dict, dict]:
-    """Best time of `repeats` calls of each function, the calls interleaved round-robin
-    so that every contender sees the same machine; and each function's result."""
+    """Best time of each function over rounds of one call each, the calls interleaved
+    round-robin so that every contender sees the same machine; and each function's result.
+    `repeats` rounds at least, then more while the rounds have taken less than row_budget_s
+    (up to MAX_ROUNDS): rows of a few milliseconds, whose gaps are tenths of one, get hundreds
+    of calls, which narrows their best times' spread on a shared machine; slow rows stay at
+    `repeats`."""
     outs = {}
     for name, fn in fns.items():  # compile + warm-up
         outs[name] = np.asarray(jax.block_until_ready(fn(x)))
     best = {name: float("inf") for name in fns}
-    for _ in range(repeats):
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < repeats or (rounds < MAX_ROUNDS and time.perf_counter() - start < row_budget_s):
         for name, fn in fns.items():
             t0 = time.perf_counter()
             jax.block_until_ready(fn(x))
             best[name] = min(best[name], time.perf_counter() - t0)
+        rounds += 1
     return best, outs
 
 
@@ -207,7 +223,7 @@ def folx_table(quick: bool, repeats: int) -> None:
         return
     walkers = 64 if quick else 256
     print(f"\nfolx {folx.__version__ if hasattr(folx, '__version__') else ''} forward Laplacian of a Slater "
-          f"ansatz (MLP orbitals x envelope), {walkers} walkers, float64; time per call, best of {repeats}")
+          f"ansatz (MLP orbitals x envelope), {walkers} walkers, float64; time per call, best of {repeats} or more ({rounds_note()})")
     print("| n_el | folx sparsity | jnp ms | tinyla ms | stand-in ms | jnp / tinyla | det share of jnp | "
           "Amdahl bound | reached | XLA temp MiB jnp / tinyla | max rel. diff |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -232,11 +248,14 @@ def folx_table(quick: bool, repeats: int) -> None:
 
 
 def main() -> int:
+    global row_budget_s
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="1/8 of the walkers, fewer repeats")
     ap.add_argument("--sizes", default="1,2,3,4,8,16")
     ap.add_argument("--png", default="qmc_workload.png")
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--row-budget", type=float, default=row_budget_s,
+                    help="seconds a row may take before it stops adding rounds beyond --repeats (0: exactly --repeats)")
     ap.add_argument("--walkers", type=int, default=None,
                     help="walkers at every N (default: 4096 up to N = 4, x of 16 MiB above; a GPU needs "
                          "the report's 4096 at every N to fill it, and scripts/gpu-report predicts for that)")
@@ -244,13 +263,15 @@ def main() -> int:
     ap.add_argument("--skip-folx", action="store_true", help="leave out the folx Laplacian table")
     ap.add_argument("--skip-ansatz", action="store_true", help="leave out the ansatz step table (bench/ansatz.py)")
     args = ap.parse_args()
+    row_budget_s = args.row_budget
     sizes = [int(s) for s in args.sizes.split(",")]
     repeats = args.repeats or (5 if args.quick else 15)
 
     print(f"machine: {machine()}")
     print(f"jax {jax.__version__} on {jax.devices()[0].platform} ({jax.devices()[0].device_kind}); tinyla {tinyla.__version__} "
           f"(backend {tinyla.cpu_backend()}, {tinyla.get_num_threads()} threads); numpy {np.__version__}")
-    print(f"float64; time = best of {repeats} calls (interleaved) after compile + warm-up; ratio = other / tinyla\n")
+    print(f"float64; time = best of {repeats} or more calls (interleaved; {rounds_note()}) after compile + warm-up; "
+          "ratio = other / tinyla\n")
 
     rows = []
     rng = np.random.default_rng(0)
