@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -98,7 +99,8 @@ const backend_table* initial_backend(const backend_table** loop) {
 
 std::atomic<const backend_table*> active_backend{nullptr};
 // Where the active backend was chosen for this CPU (not by name), the backend for n beyond
-// the unrolled sizes: the active one, or AVX2 on a CPU that splits 512-bit operations.
+// the unrolled sizes and for avx2_is_faster_when_split's cells: the active one, or AVX2 on a
+// CPU that splits 512-bit operations.
 std::atomic<const backend_table*> loop_backend{nullptr};
 
 constexpr int max_threads = 4096;  // TINYLA_NUM_THREADS and set_num_threads are capped here
@@ -179,9 +181,40 @@ const backend_table& current_backend() {
   return *t;
 }
 
-const backend_table& backend_for(int n) {
+// The unrolled sizes at which AVX-512's kernels measured slower than AVX2's on a CPU that
+// splits 512-bit operations (a Zen 4 guest, 1 thread, 8 MiB of input, best of 5 processes
+// per backend, interleaved; cells 1.1x or more in every such run: docs/benchmarks.md, "AVX-512
+// on a CPU that splits it"): bit n of each op's mask, by dtype.
+bool avx2_is_faster_when_split(dtype t, op kind, std::int64_t n) {
+  struct masks {
+    unsigned determinant, inverse, determinant_and_inverse, solve;
+  };
+  constexpr auto bits = [](std::initializer_list<int> ns) {
+    unsigned m = 0;
+    for (int k : ns) m |= 1u << k;
+    return m;
+  };
+  static constexpr masks slower[dtype_count] = {
+      {bits({3, 5}), bits({2, 3}), bits({3}), bits({2, 3})},  // float32
+      {0, bits({2, 7}), 0, 0},                                // float64
+      {bits({5}), bits({2}), 0, bits({1, 2, 5, 6, 7, 8})},    // complex64
+      {0, bits({2, 5}), 0, 0},                                // complex128
+  };
+  if (n < 0 || n > 8) return false;  // the masks' sizes
+  const masks& m = slower[int(t)];
+  switch (kind) {
+    case op::slogdet:
+    case op::det: return (m.determinant >> n) & 1u;
+    case op::inv: return (m.inverse >> n) & 1u;
+    case op::slogdet_inv: return (m.determinant_and_inverse >> n) & 1u;
+    case op::solve: return (m.solve >> n) & 1u;
+    default: return false;  // the adjugate and log_det_laplacian: not measured
+  }
+}
+
+const backend_table& backend_for(dtype t, op kind, std::int64_t n) {
   const backend_table& chosen = current_backend();
-  if (n <= TINYLA_MAX_FIXED_N) return chosen;
+  if (n <= TINYLA_MAX_FIXED_N && !avx2_is_faster_when_split(t, kind, n)) return chosen;
   // Null only for a moment after the first choice (another thread's); any backend gives
   // the same bits.
   const backend_table* loop = loop_backend.load(std::memory_order_acquire);
@@ -220,7 +253,7 @@ int num_threads() { return get_pool()->threads(); }
 
 bool execute(dtype t, const job& jb) {
   if (jb.batch == 0) return true;
-  const backend_table& backend = backend_for(jb.n);
+  const backend_table& backend = backend_for(t, jb.kind, jb.n);
   const bool fast = jb.n <= max_fast_n || jb.kind == op::log_det_laplacian;  // no factorization: any n
   auto run = [&](std::int64_t begin, std::int64_t end) {
     if (fast) backend.run[int(t)](jb, begin, end);

@@ -83,15 +83,21 @@ TEST(Backend, SelectionByName) {
   EXPECT_EQ(tinyla_cpu_backend(), best);
 }
 
-// A backend selected by name runs every n (the bit-for-bit tests above rely on it); the
-// choice for this CPU may hand n above the unrolled sizes to AVX2, on a CPU that splits
-// 512-bit operations, and to no other.
+// A backend selected by name runs every op and n (the bit-for-bit tests above rely on it);
+// the choice for this CPU may hand n above the unrolled sizes, and the unrolled cells where
+// AVX-512 measured slower, to AVX2, on a CPU that splits 512-bit operations, and to no other.
 TEST(Backend, WhichBackendRunsEachN) {
+  using tinyla::dtype;
+  using tinyla::op;
+  const dtype types[] = {dtype::f32, dtype::f64, dtype::c64, dtype::c128};
+  const op kinds[] = {op::slogdet, op::det, op::inv, op::solve, op::slogdet_inv, op::adjugate, op::log_det_laplacian};
   int selected = 0;
   for (const char* isa : {"scalar", "vec128", "avx2", "avx512"}) {
     if (!tinyla::cpu::select_backend(isa)) continue;
     ++selected;
-    for (int n = 0; n <= 40; ++n) EXPECT_STREQ(tinyla::cpu::backend_for(n).name, isa) << "n=" << n;
+    for (dtype t : types)
+      for (op kind : kinds)
+        for (int n = 0; n <= 40; ++n) EXPECT_STREQ(tinyla::cpu::backend_for(t, kind, n).name, isa) << "n=" << n;
     const auto* table = &tinyla::cpu::current_backend();
     const auto* split = tinyla::cpu::loop_backend_for(table, true);
     EXPECT_EQ(tinyla::cpu::loop_backend_for(table, false), table) << isa;
@@ -103,11 +109,25 @@ TEST(Backend, WhichBackendRunsEachN) {
   }
   EXPECT_GE(selected, 1);
   tinyla::cpu::choose_backend_for_this_cpu();
-  EXPECT_STREQ(tinyla::cpu::backend_for(1).name, tinyla_cpu_backend());
-  const char* loop = tinyla::cpu::backend_for(40).name;
-  EXPECT_TRUE(std::strcmp(loop, tinyla_cpu_backend()) == 0 ||
-              (std::strcmp(tinyla_cpu_backend(), "avx512") == 0 && std::strcmp(loop, "avx2") == 0))
+  const char* best = tinyla_cpu_backend();
+  EXPECT_STREQ(tinyla::cpu::backend_for(dtype::f64, op::slogdet, 1).name, best);
+  const char* loop = tinyla::cpu::backend_for(dtype::f64, op::slogdet, 40).name;
+  EXPECT_TRUE(std::strcmp(loop, best) == 0 || (std::strcmp(best, "avx512") == 0 && std::strcmp(loop, "avx2") == 0))
       << loop;
+  int cells = 0;
+  for (dtype t : types)
+    for (op kind : kinds)
+      for (int n = 0; n <= 40; ++n) {
+        const char* name = tinyla::cpu::backend_for(t, kind, n).name;
+        EXPECT_TRUE(std::strcmp(name, best) == 0 || std::strcmp(name, loop) == 0) << name << " n=" << n;
+        if (tinyla::cpu::avx2_is_faster_when_split(t, kind, n)) {
+          EXPECT_STREQ(name, loop) << "n=" << n;
+          ++cells;
+        }
+      }
+  EXPECT_GT(cells, 0);  // the table is not empty (float64's inverse at n = 2, e.g.)
+  EXPECT_TRUE(tinyla::cpu::avx2_is_faster_when_split(dtype::f64, op::inv, 2));
+  EXPECT_FALSE(tinyla::cpu::avx2_is_faster_when_split(dtype::f64, op::inv, 40));
 }
 
 }  // namespace
