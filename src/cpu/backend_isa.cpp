@@ -97,6 +97,13 @@ template <int W, class F> TINYLA_INLINE bool with_pow2(int64_t k, F&& f) {
   }(std::make_integer_sequence<int, std::bit_width(unsigned(W))>{});
 }
 
+// The last reals of each matrix after its whole vectors, its tail: from half a vector on,
+// where masked moves are cheap (native_ops::has_masked_moves), a W x W transpose of masked
+// loads or stores; else a real at a time, W moves each. A real at a time, AVX-512's float32
+// lane group of 16 3 x 3 matrices (a tail of 9) took 144 moves, and AVX-512 was 1.4-1.7x
+// slower than AVX2 there (whose tail is 1).
+template <int W> constexpr bool long_tail(int64_t tail) { return 2 * tail >= W; }
+
 // K reals of each of `count` matrices (matrix w at src + w * src_stride, by
 // default K) into K lane vectors at dst, `stride` vectors apart (2 when a lane
 // group is a register pair); lanes past count repeat matrix 0 (their results
@@ -131,6 +138,14 @@ TINYLA_INLINE void pack(const R* src, int64_t K, int count, void* dst, int strid
       transpose_block<W, W, false>(r);
       for (int i = 0; i < W; ++i) put(c + i, r[i]);
     }
+    if constexpr (native_ops::has_masked_moves<V>())
+      if (long_tail<W>(K - c)) {
+        V r[W];
+        for (int w = 0; w < W; ++w) r[w] = native_ops::load_prefix<V>(rows[w] + c, int(K - c));
+        transpose_block<W, W, false>(r);
+        for (int i = 0; c + i < K; ++i) put(c + i, r[i]);
+        return;
+      }
     for (; c < K; ++c) {
       V v;
       for (int w = 0; w < W; ++w) v[w] = rows[w][c];
@@ -176,6 +191,14 @@ template <class R, int W> TINYLA_INLINE void unpack(const void* src, int64_t K, 
       else
         for (int w = 0; w < count; ++w) std::memcpy(dst + w * K + c, &r[w], sizeof(V));
     }
+    if constexpr (native_ops::has_masked_moves<V>())
+      if (long_tail<W>(K - c)) {
+        V r[W];
+        for (int i = 0; i < W; ++i) r[i] = c + i < K ? get(c + i) : V{};
+        transpose_block<W, W, true>(r);
+        for (int w = 0; w < count; ++w) native_ops::store_prefix(dst + w * K + c, r[w], int(K - c));
+        return;
+      }
     for (; c < K; ++c) {
       const V v = get(c);
       for (int w = 0; w < count; ++w) dst[w * K + c] = v[w];

@@ -195,10 +195,10 @@ bool avx2_is_faster_when_split(dtype t, op kind, std::int64_t n) {
     return m;
   };
   static constexpr masks slower[dtype_count] = {
-      {bits({3, 5}), bits({2, 3}), bits({3}), bits({2, 3}), bits({3})},  // float32
-      {0, bits({2, 7}), 0, 0, 0},                                        // float64
-      {bits({5}), bits({2}), 0, bits({1, 2, 5, 6, 7, 8}), 0},            // complex64
-      {0, bits({2, 5}), 0, 0, 0},                                        // complex128
+      {0, 0, 0, bits({2}), 0},                                 // float32
+      {0, bits({2, 7}), 0, 0, 0},                              // float64
+      {bits({5}), bits({2}), 0, bits({1, 2, 5, 6, 7, 8}), 0},  // complex64
+      {0, bits({2, 5}), 0, 0, 0},                              // complex128
   };
   if (n < 0 || n > 8) return false;  // the masks' sizes
   const masks& m = slower[int(t)];
