@@ -352,8 +352,8 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
   group_storage<E, inverse ? N : 0> column(inverse ? n : 0);
   group_storage<int, inverse ? N : 0> columns(inverse ? n : 0);     // unpack_inverse's
   group_storage<L, Adjugate ? N : 0> zero_pivot(Adjugate ? n : 0);  // adjugate's
-  // Only a solve's: any other op's call allocated (and freed) it too, 25-35 ns a call
-  // (a range of 8 float64 2 x 2 inverses took 57 ns instead of 20-30).
+  // A solve's right-hand sides; on the heap for a solve only (every op's call allocated and
+  // freed it: 25-35 ns a call, a range of 8 float64 2 x 2 inverses 57 ns instead of 20-30).
   group_storage<E, F == family::solve ? -1 : 0> rhs(F == family::solve ? int64_t(n) * jb.nrhs : 0);
 
   for (int64_t b = begin; b < end; b += W) {
