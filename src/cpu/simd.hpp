@@ -134,9 +134,9 @@ TINYLA_INLINE bool any(simd_mask<float, 16>::native m) {
 }
 #endif
 
-// Whether V has masked loads and stores that cost what whole ones do: AVX-512's. (AVX2's
-// vmaskmov stores are microcoded on AMD's cores: a float32 solve at n = 5 took 1.27x the
-// time when its right-hand sides' tails moved through them.)
+// Whether V has masked loads and stores that cost what whole ones do: AVX-512's. (With
+// AVX2's vmaskmov, a float32 solve at n = 5 took 1.27x the time on a Zen 4 when its
+// right-hand sides' tails moved through them.)
 template <class V> constexpr bool has_masked_moves() {
 #if defined(__AVX512F__)
   return sizeof(V) == 64;
