@@ -3,6 +3,7 @@
 #include "lane_probe.hpp"
 
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 
 #include "cpu/simd.hpp"
@@ -41,6 +42,15 @@ template <class R, class L> void run(const R* x, const R* y, const R* z, const R
     put(output::frexp_exponent, i, select(m == a, L(0), ex));  // unspecified where x is 0, inf or NaN
     put(output::ldexp, i, ldexp2(a, k));
     put(output::is_nan, i, as_lane<L>(tinyla::TINYLA_KERNEL_NS::is_nan(a)));
+    const mask_of<L> lt = a < b, ca = c < a;  // & | ! of bools are ints: cast back below
+    const mask_of<L> masks[] = {lt, a > b, a <= b, a >= b, a == b, a != b, mask_of<L>(lt & ca), mask_of<L>(lt | ca),
+                                !lt};
+    L bits(0);
+    for (int k = 0; k < int(std::size(masks)); ++k) bits = bits + select(masks[k], L(1 << k), L(0));
+    put(output::comparisons, i, bits);
+    L index(0);
+    for (int j = 0; j < w; ++j) index = index + select(lane_traits<L>::only_lane(j), L(j), L(0));
+    put(output::lane_index, i, index);
     L e2;
     const L m2 = frexp2(tinyla::TINYLA_KERNEL_NS::absval(a), e2);
     put(output::log_scaled, i, tinyla::TINYLA_KERNEL_NS::log_scaled(m2, e2 + k));

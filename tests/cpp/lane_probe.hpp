@@ -21,6 +21,8 @@ enum output : int {
   frexp_exponent,
   ldexp,
   is_nan,
+  comparisons,  // bit k: the k-th of x < y, >, <=, >=, ==, !=, then (x < y) & (z < x), | and !(x < y)
+  lane_index,   // the sum over w of select(only_lane(w), w, 0): a lane's place in its lane type
   log_scaled,
   c_multiply_re,
   c_multiply_im,

@@ -143,7 +143,7 @@ TYPED_TEST(Lanes, EverySimdIsaMatchesTheScalarLaneBitForBit) {
     for (bool paired : {false, true}) {
       const auto got = run(*p, in, paired);
       for (int k = 0; k < lane_probe::output_count; ++k) {
-        if (k == output::less_any) continue;  // per register, not per lane: checked below
+        if (k == output::less_any || k == output::lane_index) continue;  // per register: checked below
         for (std::int64_t i = 0; i < in.count; ++i) {
           const size_t at = size_t(k) * size_t(in.count) + size_t(i);
           ASSERT_TRUE(same_bits(got[at], reference[at]))
@@ -179,6 +179,23 @@ TYPED_TEST(Lanes, AnyOfSeesEveryLane) {
   }
 }
 
+// only_lane(w) selects lane w of a register and no other.
+TYPED_TEST(Lanes, OnlyLaneIsThatLane) {
+  using R = TypeParam;
+  const runnable can_run;
+  const auto in = make_inputs<R>();
+  for (const auto* p : probes) {
+    if (!can_run(*p)) continue;
+    for (bool paired : {false, true}) {
+      const auto got = run(*p, in, paired);
+      const R* index = got.data() + size_t(output::lane_index) * size_t(in.count);
+      const int w = width<R>(*p, paired);
+      for (std::int64_t i = 0; i < in.count; ++i)
+        ASSERT_EQ(index[i], R(i % w)) << p->isa << (paired ? " (pair)" : "") << " lane " << i;
+    }
+  }
+}
+
 TYPED_TEST(Lanes, ScalarLaneMatchesTheCLibrary) {
   using R = TypeParam;
   using lim = std::numeric_limits<R>;
@@ -199,6 +216,10 @@ TYPED_TEST(Lanes, ScalarLaneMatchesTheCLibrary) {
     EXPECT_TRUE(same_bits(at(output::absval, i), std::fabs(x)));
     EXPECT_TRUE(same_bits(at(output::min_by_select, i), x < y ? x : y));
     EXPECT_EQ(at(output::is_nan, i), R(std::isnan(x) ? 1 : 0));
+    const bool compared[] = {x<y, x> y, x <= y, x >= y, x == y, x != y, x < y && z < x, x < y || z < x, !(x < y)};
+    int bits = 0;
+    for (int k = 0; k < int(std::size(compared)); ++k) bits |= int(compared[k]) << k;
+    EXPECT_EQ(at(output::comparisons, i), R(bits));
     if (std::isfinite(x) && x != 0) {
       int ex;
       const R m = std::frexp(x, &ex);
