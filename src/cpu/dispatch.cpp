@@ -187,7 +187,7 @@ const backend_table& current_backend() {
 // docs/benchmarks.md, "AVX-512 on a CPU that splits it"): bit n of each op's mask, by dtype.
 bool avx2_is_faster_when_split(dtype t, op kind, std::int64_t n) {
   struct masks {
-    unsigned determinant, inverse, determinant_and_inverse, solve, adjugate;
+    unsigned determinant, inverse, determinant_and_inverse, solve, adjugate, log_det_laplacian;
   };
   constexpr auto bits = [](std::initializer_list<int> ns) {
     unsigned m = 0;
@@ -195,10 +195,10 @@ bool avx2_is_faster_when_split(dtype t, op kind, std::int64_t n) {
     return m;
   };
   static constexpr masks slower[dtype_count] = {
-      {0, 0, 0, bits({2}), 0},     // float32
-      {0, bits({2, 7}), 0, 0, 0},  // float64
-      {0, 0, 0, bits({8}), 0},     // complex64
-      {0, bits({2, 5}), 0, 0, 0},  // complex128
+      {0, 0, 0, bits({2}), 0, 0},             // float32
+      {0, bits({2, 7}), 0, 0, 0, bits({8})},  // float64
+      {0, 0, 0, bits({8}), 0, 0},             // complex64
+      {0, bits({2, 5}), 0, 0, 0, 0},          // complex128
   };
   if (n < 0 || n > 8) return false;  // the masks' sizes
   const masks& m = slower[int(t)];
@@ -209,7 +209,8 @@ bool avx2_is_faster_when_split(dtype t, op kind, std::int64_t n) {
     case op::slogdet_inv: return (m.determinant_and_inverse >> n) & 1u;
     case op::solve: return (m.solve >> n) & 1u;
     case op::adjugate: return (m.adjugate >> n) & 1u;
-    default: return false;  // log_det_laplacian (no factorization): not measured
+    case op::log_det_laplacian: return (m.log_det_laplacian >> n) & 1u;
+    default: return false;
   }
 }
 
