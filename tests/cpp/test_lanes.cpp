@@ -158,42 +158,39 @@ TYPED_TEST(Lanes, EverySimdIsaMatchesTheScalarLaneBitForBit) {
   std::printf("[   INFO   ] %d SIMD lane types compared\n", compared);
 }
 
-// any_of over a register: 1 exactly where some lane of that register has x < y.
-TYPED_TEST(Lanes, AnyOfSeesEveryLane) {
-  using R = TypeParam;
+// For each runnable probe and lane type (one register, a pair): check(name, inputs, output k's
+// values, lane width) for the outputs that are per register, not per lane.
+template <class R, class Check> void check_per_register(output k, Check check) {
   const runnable can_run;
   const auto in = make_inputs<R>();
   for (const auto* p : probes) {
     if (!can_run(*p)) continue;
     for (bool paired : {false, true}) {
       const auto got = run(*p, in, paired);
-      const R* any = got.data() + size_t(output::less_any) * size_t(in.count);
-      const int w = width<R>(*p, paired);
-      for (std::int64_t i = 0; i < in.count; i += w) {
-        bool some = false;
-        for (int j = 0; j < w; ++j) some |= in.x[i + j] < in.y[i + j];
-        for (int j = 0; j < w; ++j)
-          ASSERT_EQ(any[i + j], R(some ? 1 : 0)) << p->isa << (paired ? " (pair)" : "") << " lanes " << i;
-      }
+      check(std::string(p->isa) + (paired ? " (pair)" : ""), in, got.data() + size_t(k) * size_t(in.count),
+            width<R>(*p, paired));
     }
   }
+}
+
+// any_of over a register: 1 exactly where some lane of that register has x < y.
+TYPED_TEST(Lanes, AnyOfSeesEveryLane) {
+  using R = TypeParam;
+  check_per_register<R>(output::less_any, [](const std::string& name, const inputs<R>& in, const R* any, int w) {
+    for (std::int64_t i = 0; i < in.count; i += w) {
+      bool some = false;
+      for (int j = 0; j < w; ++j) some |= in.x[i + j] < in.y[i + j];
+      for (int j = 0; j < w; ++j) ASSERT_EQ(any[i + j], R(some ? 1 : 0)) << name << " lanes " << i;
+    }
+  });
 }
 
 // only_lane(w) selects lane w of a register and no other.
 TYPED_TEST(Lanes, OnlyLaneIsThatLane) {
   using R = TypeParam;
-  const runnable can_run;
-  const auto in = make_inputs<R>();
-  for (const auto* p : probes) {
-    if (!can_run(*p)) continue;
-    for (bool paired : {false, true}) {
-      const auto got = run(*p, in, paired);
-      const R* index = got.data() + size_t(output::lane_index) * size_t(in.count);
-      const int w = width<R>(*p, paired);
-      for (std::int64_t i = 0; i < in.count; ++i)
-        ASSERT_EQ(index[i], R(i % w)) << p->isa << (paired ? " (pair)" : "") << " lane " << i;
-    }
-  }
+  check_per_register<R>(output::lane_index, [](const std::string& name, const inputs<R>& in, const R* index, int w) {
+    for (std::int64_t i = 0; i < in.count; ++i) ASSERT_EQ(index[i], R(i % w)) << name << " lane " << i;
+  });
 }
 
 TYPED_TEST(Lanes, ScalarLaneMatchesTheCLibrary) {
