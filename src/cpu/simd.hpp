@@ -46,8 +46,9 @@ template <class T, int W> struct simd_mask {
 // to branch or select. Held as bits, a select is one vblendmpd on the comparison's mask and
 // any_of a kortest. On a Zen 4 (1 thread, AVX-512 forced): complex64's kernels at n <= 8
 // 1.05-1.46x faster, complex128's up to 1.18x, float32's and complex64's at n = 12, 16 up to
-// 1.4x; real kernels at n <= 8 within +-5 % (docs/benchmarks.md). With the intrinsics for
-// & | ! (_kand_mask8 ...) two real n = 2 cells lost 15-25 %: GCC allocates these better.
+// 1.4x; real kernels at n <= 8 within +-5 %, but the paired determinant at n = 3, 3-7 % slower
+// (docs/benchmarks.md). With the intrinsics for & | ! (_kand_mask8 ...) two real n = 2 cells
+// lost 15-25 %: GCC allocates these better.
 template <class T, int W>
   requires(sizeof(T) * W == 64)
 struct simd_mask<T, W> {
