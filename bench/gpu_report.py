@@ -77,7 +77,8 @@ class Kernel:
     sgprs: int = 0
     agprs: int = 0
     local_bytes: int = 0  # sm_90: stack frame; gfx942: private segment (scratch)
-    spill_ops: int = 0  # sm_90: STL/LDL instructions; gfx942: VGPR + SGPR spills
+    spill_ops: int = 0  # sm_90: STL/LDL instructions in the kernel's own code; gfx942: VGPR + SGPR spills
+    call_save_ops: int = 0  # sm_90: STL/LDL in the subroutines it calls (registers they save and restore)
     static_shared: int = 0
     loads: int = 0  # global load instructions
     in_flight: int = 0  # global loads in flight where the matrices come in (the first loads)
@@ -114,6 +115,17 @@ def cuda_kernels(fatbin: str, cuobjdump: str) -> dict[str, Kernel]:
                        for _, t in code]
             k = kernels[name]
             k.step_loops = step_loops(name, "sm_90", code, targets, "SHFL", lambda text: True)
+            # Subroutines (CALL.REL targets: ptxas's slow paths, e.g. of a division) follow the
+            # kernel's code; a local access there saves a register around the subroutine's own
+            # use of it, which ptxas does not count as a spill.
+            calls = [int(m.group(1), 16) for _, t in code if (m := re.search(r"\bCALL\.REL\S*\s+0x([0-9a-f]+)", t))]
+            subroutines = min(calls, default=None)
+            for address, text in code:
+                if re.sub(r"^@!?U?P\w+\s+", "", text).startswith(("STL", "LDL")):
+                    if subroutines is not None and address >= subroutines:
+                        k.call_save_ops += 1
+                    else:
+                        k.spill_ops += 1
     return kernels
 
 
@@ -182,8 +194,6 @@ def sass_loads(k: Kernel, body: str) -> None:
         text = re.sub(r"^@!?U?P\w+\s+", "", m.group(1).strip())
         opcode, _, operands = text.partition(" ")
         regs = {int(r) for r in _SASS_REG.findall(operands)}
-        if opcode.startswith(("STL", "LDL")):
-            k.spill_ops += 1
         if opcode.startswith("STG"):
             k.store_bytes = max(k.store_bytes, sass_access_bytes(opcode))
         if pending and regs & pending:
@@ -489,11 +499,13 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
 # ---- output -----------------------------------------------------------------------------
 
 def kernel_table(cuda: dict[str, Kernel], hip: dict[str, Kernel], names: list[str]) -> list[str]:
-    rows = ["| kernel | sm_90 regs | sm_90 local B (STL/LDL) | sm_90 loads in flight x B | gfx942 VGPR (AGPR) / SGPR "
+    rows = ["| kernel | sm_90 regs | sm_90 local B (STL/LDL; in subroutines) | sm_90 loads in flight x B "
+            "| gfx942 VGPR (AGPR) / SGPR "
             "| gfx942 scratch B (spills) | gfx942 loads in flight x B |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name in names:
         c, h = cuda.get(name), hip.get(name)
-        cu = (f"{c.regs} | {c.local_bytes} ({c.spill_ops}) | {c.in_flight} x {c.load_bytes}" if c else "- | - | -")
+        saved = f"; {c.call_save_ops}" if c and c.call_save_ops else ""
+        cu = (f"{c.regs} | {c.local_bytes} ({c.spill_ops}{saved}) | {c.in_flight} x {c.load_bytes}" if c else "- | - | -")
         hi = (f"{h.regs} ({h.agprs}) / {h.sgprs} | {h.local_bytes} ({h.spill_ops}) | {h.in_flight} x {h.load_bytes}"
               if h else "- | - | -")
         rows.append(f"| {name} | {cu} | {hi} |")
@@ -501,11 +513,17 @@ def kernel_table(cuda: dict[str, Kernel], hip: dict[str, Kernel], names: list[st
 
 
 def local_memory_line(cuda: dict[str, Kernel], hip: dict[str, Kernel], names: list[str]) -> str:
-    """The kernels with local memory (sm_90) or scratch (gfx942): the design's "no spills"."""
+    """The kernels with local memory (sm_90) or scratch (gfx942): the design's "no spills". On
+    sm_90 a stack frame that only the subroutines use (ptxas's slow paths, e.g. a division's,
+    saving a register they need) is counted apart."""
     def count(image: dict[str, Kernel]) -> str:
-        spilled = [image[n].local_bytes for n in names if n in image and image[n].local_bytes]
+        spilled = [image[n].local_bytes for n in names
+                   if n in image and image[n].local_bytes and (image[n].spill_ops or not image[n].call_save_ops)]
         return f"{len(spilled)} of {sum(n in image for n in names)} kernels, {sum(spilled)} bytes in all"
-    return f"Local memory: sm_90 {count(cuda)}; gfx942 scratch {count(hip)}."
+    saves = [cuda[n] for n in names if n in cuda and cuda[n].call_save_ops and not cuda[n].spill_ops]
+    saved = (f" (besides: {len(saves)} kernels keep {', '.join(sorted({str(k.local_bytes) for k in saves}))} bytes "
+             "only for registers the subroutines they call save and restore, no spill)" if saves else "")
+    return f"Local memory: sm_90 {count(cuda)}{saved}; gfx942 scratch {count(hip)}."
 
 
 def workload_table(rows: list[dict]) -> list[str]:
