@@ -121,7 +121,7 @@ def cuda_kernels(fatbin: str, cuobjdump: str) -> dict[str, Kernel]:
             calls = [int(m.group(1), 16) for _, t in code if (m := re.search(r"\bCALL\.REL\S*\s+0x([0-9a-f]+)", t))]
             subroutines = min(calls, default=None)
             for address, text in code:
-                if re.sub(r"^@!?U?P\w+\s+", "", text).startswith(("STL", "LDL")):
+                if unpredicated(text).startswith(("STL", "LDL")):
                     if subroutines is not None and address >= subroutines:
                         k.call_save_ops += 1
                     else:
@@ -175,6 +175,11 @@ def step_loops(name: str, arch: str, code: list[tuple[int, str]], targets: list,
 _SASS_REG = re.compile(r"(?<![\w.])R(\d+)")
 
 
+def unpredicated(text: str) -> str:
+    """A SASS instruction without its guard predicate (@P0, @!UP1, ...)."""
+    return re.sub(r"^@!?U?P\w+\s+", "", text)
+
+
 def sass_access_bytes(opcode: str) -> int:
     """Bytes per thread of an LDG/STG: .64 or .128 in its name, else 4."""
     return next((int(w) // 8 for w in re.findall(r"\.(64|128)\b", opcode)), 4)
@@ -191,7 +196,7 @@ def sass_loads(k: Kernel, body: str) -> None:
     pending: set[int] = set()
     count = width = 0
     for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(.*?);", body):
-        text = re.sub(r"^@!?U?P\w+\s+", "", m.group(1).strip())
+        text = unpredicated(m.group(1).strip())
         opcode, _, operands = text.partition(" ")
         regs = {int(r) for r in _SASS_REG.findall(operands)}
         if opcode.startswith("STG"):

@@ -77,14 +77,15 @@ template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
 // the complex64 adjugate at n = 4 from 88 and 86 to 80 (held to 64 they spill 36 and 16
 // bytes). An inverse's words count its column and pivots, not live beside all of A: the
 // float64 and complex64 inverses at n = 4 from 76 and 77 to 64 (24 -> 32 warps per SM), the
-// float32 one at n = 6 from 72 (28 -> 32). None spills ("0 bytes spill stores", a scan of the
-// caps 64, 80 and 128 over every per-thread kernel: bench/register_scan.py); the float64 and
+// float32 one at n = 6 from 72 (28 -> 32). None spills ("0 bytes spill stores"; scans of the
+// caps 64, 80 and 128 over every per-thread kernel, bench/register_scan.py); the float64 and
 // complex64 inverses at n = 4 keep an 8-byte stack frame, a register that a division's
 // slow-path subroutine saves and restores (its STL/LDL, reached only where a divisor leaves the
 // fast path's exponent range: the float64 reciprocal's past 2^1021; sm_80, from the same PTX:
 // the float64 one spills 4 bytes, at most one STL/LDL a matrix). Held to 128, most arrays
-// of 84 words or more spill (the float64 inverse at n = 6, the determinant at n = 7), and so do
-// solves from 14 (float64 n = 2 at 64; n = 4 at 80).
+// of 84 words or more spill (the float64 inverse at n = 6, the determinant at n = 7). Solves
+// are left to ptxas: held to 64, some spill (float64 n = 4 24 bytes, complex128 n = 2 80) where
+// others would gain warps without (float64 n = 1..3, complex64 n = 2; not timed).
 template <class E> constexpr int per_thread_register_cap(family f, int64_t n) {
   if (f == family::solve || n < 3) return 0;
   const int64_t words = per_thread_words<E>(f, n);
