@@ -20,7 +20,7 @@ struct workload_op {
   bool one_rhs;  // solve: one right-hand side (else none)
 };
 // slogdet: the forward pass; slogdet_inv (A^-T): its gradient; inv; solve with one right-hand side;
-// det_cofactors: det and its gradient (jax.grad of det).
+// det_cofactors: det and its gradient (jax.grad of det); then log_det_laplacian (below).
 constexpr workload_op ops[] = {{"slogdet", op::slogdet, false, false},
                                {"slogdet_inv", op::slogdet_inv, true, false},
                                {"inv", op::inv, false, false},
@@ -41,6 +41,15 @@ template <class E> void print_plans(dtype t, long long batch, int max_n) {
                     (long long)p.shared_bytes, (long long)p.workspace_bytes, int(in_warp));
       });
     }
+  // log_det_laplacian (folx's rule for one determinant): its own kernel, n <= max_laplacian_n;
+  // team_size: the threads of a group (one tangent at a time), the groups in warps.
+  for (int n = 1; n <= max_n && n <= max_laplacian_n; ++n) {
+    const job jb{.kind = op::log_det_laplacian, .batch = batch, .n = n, .tangent_count = 3 * n};
+    const launch_plan p = plan_launch<E>(jb, launch_options());
+    std::printf("log_det_laplacian\t%s\t%d\t%s\t%d\t%d\t%lld\t%lld\t0\t1\n", dtype_name(t), n,
+                laplacian_kernel_name(t, n).text, p.block_threads, p.team_size, (long long)p.blocks,
+                (long long)p.shared_bytes);
+  }
 }
 
 }  // namespace

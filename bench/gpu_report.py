@@ -547,6 +547,60 @@ def workload_table(rows: list[dict]) -> list[str]:
     return out
 
 
+def predict_laplacian(g: Gpu, k: Kernel, plan: Plan, walkers: int, dense: bool) -> Prediction:
+    """log_det_laplacian's kernel (src/gpu/kernels.hpp) on folx's Slater ansatz as the README's
+    Table 2 runs it: `walkers` matrices, 3n tangents each, dense (every row of every tangent
+    non-zero) or one non-zero row per tangent (one-electron orbitals: the kernel skips the rest).
+    A block per matrix; per tangent, a group of plan.team threads reads D_c once, and for each
+    row it keeps issues n multiply-adds a thread, each with a load of G's entry from shared
+    memory (one address for the whole warp: a broadcast); then writes M_c there and reads it back
+    for its traces. The longest of: bytes / HBM, flops / FP64 peak, shared-memory wavefronts (one
+    a clock), instructions / issue rate (the multiply-adds and their loads, two per entry)."""
+    resident, limit = (occupancy_sm90 if g.arch == "sm_90" else occupancy_gfx942)(k, plan.threads, plan.shared)
+    n, e = plan.n, ELEMENT_BYTES[plan.dtype]
+    tangents, rows = 3 * n, n if dense else 1
+    complex_factor = 1 if plan.dtype.startswith("f") else 4
+    read, write = (2 + tangents) * n * n * e, (tangents + 1) * e
+    group_warps = math.ceil(plan.team / g.warp)  # a group's instructions are its warp's (groups share one below 32)
+    groups_per_warp = max(1, g.warp // plan.team)
+    entries = tangents * rows * n  # multiply-adds a thread, in all its tangents
+    warp_instructions = walkers * entries * 2 / groups_per_warp * group_warps
+    wavefronts = walkers * (entries + tangents * 3 * n) / groups_per_warp  # G's loads; M_c written, read twice
+    blocks = walkers
+    filled = min(resident, math.ceil(blocks / g.units) * math.ceil(plan.threads / g.warp))
+    times = {
+        "HBM": walkers * (read + write) / g.hbm_bytes_per_s,
+        "FP64": walkers * tangents * 2 * rows * n * n * complex_factor / g.fp64_flops_per_s,
+        "shared memory": wavefronts / (g.units * g.clock_hz),
+        "issue": warp_instructions / (g.units * g.clock_hz * g.issue_per_clock),
+    }
+    bound = max(times, key=times.get)
+    return Prediction(resident, limit, filled, times[bound], bound, walkers * (read + write) / times[bound] / g.hbm_bytes_per_s)
+
+
+def laplacian_table(images: dict[str, dict[str, Kernel]], plans: list[Plan], dtype: str, walkers: int) -> list[str]:
+    out = [f"log_det_laplacian (folx's forward Laplacian of one determinant; the README's Table 2: {walkers} walkers, "
+           f"3n tangents, {dtype}), each tangent's rows all non-zero (dense) or one (a Slater matrix):",
+           "| N | kernel | block: threads, shared B | H100 warps/SM (limit) | H100 us dense / one row | bound "
+           "| MI300X waves/CU (limit) | MI300X us dense / one row | bound |",
+           "|---:|---|---|---:|---:|---|---:|---:|---|"]
+    for p in plans:
+        if p.op != "log_det_laplacian" or p.dtype != dtype or p.n not in (4, 8, 16, 32):
+            continue
+        cells = [str(p.n), p.kernel.replace("tinyla_", ""), f"{p.threads} (groups of {p.team}), {p.shared}"]
+        for g, of in ((H100, 64), (MI300X, 32)):
+            image = images.get(g.name)
+            if image is None or p.kernel not in image:
+                cells += ["-"] * 3
+                continue
+            dense, sparse = (predict_laplacian(g, image[p.kernel], p, walkers, d) for d in (True, False))
+            fill = f", batch fills {dense.filled}" if dense.filled < dense.resident else ""
+            cells += [f"{dense.resident}/{of} ({dense.limit}{fill})", f"{dense.seconds * 1e6:.1f} / {sparse.seconds * 1e6:.1f}",
+                      f"{dense.bound} / {sparse.bound}"]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
 # The QMC workload's rows (bench/qmc_workload.py --json) and the op each one runs.
 WORKLOAD_OPS = {"forward": "slogdet", "grad": "slogdet_inv", "inv": "inv"}
 
@@ -600,7 +654,7 @@ def main() -> int:
     plans = read_plans(plans_exe)
 
     def kernel_order(name):  # family, dtype, then n (the warp teams by width, the team kernel last)
-        _, family, dtype, n = name.split("_")
+        family, dtype, n = re.fullmatch(r"tinyla_(\w+)_(f32|f64|c64|c128)_(\w+)", name).groups()
         rank = int(n) if n.isdigit() else 1000 + int(n[4:]) if n.startswith("warp") else 1 << 30
         return family, list(ELEMENT_BYTES).index(dtype), rank
 
@@ -644,6 +698,9 @@ def main() -> int:
               f"operands and a warp team's shuffles / shared-memory bandwidth, a warp team's step loop (its "
               f"instructions x n) / issue rate, and their inverse's and solves' global accesses / L1 bandwidth):")
     print("\n".join(workload_table(rows)))
+    if not args.markdown:
+        print()
+        print("\n".join(laplacian_table(images, plans, args.dtype, 256)))
     if args.measured:
         g = {"H100": H100, "H200": H200, "MI300X": MI300X}[args.measured_on]
         image = images.get(H100.name if g.arch == "sm_90" else MI300X.name)

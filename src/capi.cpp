@@ -53,22 +53,9 @@ TINYLA_DEFINE_OPS(tinyla_, f64, dtype::f64, double, double, submit, (), ())
 TINYLA_DEFINE_OPS(tinyla_, c64, dtype::c64, void, float, submit, (), ())
 TINYLA_DEFINE_OPS(tinyla_, c128, dtype::c128, void, double, submit, (), ())
 
-#define TINYLA_DEFINE_LOG_DET_LAPLACIAN(sfx, E)                                                                        \
-  tinyla_status tinyla_log_det_laplacian_##sfx(int64_t batch, int64_t n, int64_t tangents, const E* inv_t,             \
-                                               const E* lap_a, const E* da, E* grad, E* laplacian) {                   \
-    return submit(dtype::sfx, {.kind = op::log_det_laplacian,                                                          \
-                               .batch = batch,                                                                         \
-                               .n = n,                                                                                 \
-                               .a = inv_t,                                                                             \
-                               .b = lap_a,                                                                             \
-                               .tangent_count = tangents,                                                              \
-                               .tangents = da,                                                                         \
-                               .grad = grad,                                                                           \
-                               .laplacian = laplacian});                                                               \
-  }
-TINYLA_DEFINE_LOG_DET_LAPLACIAN(f32, float)
-TINYLA_DEFINE_LOG_DET_LAPLACIAN(f64, double)
-TINYLA_DEFINE_LOG_DET_LAPLACIAN(c64, void)
-TINYLA_DEFINE_LOG_DET_LAPLACIAN(c128, void)
+TINYLA_DEFINE_LOG_DET_LAPLACIAN(tinyla_, f32, dtype::f32, float, submit, (), ())
+TINYLA_DEFINE_LOG_DET_LAPLACIAN(tinyla_, f64, dtype::f64, double, submit, (), ())
+TINYLA_DEFINE_LOG_DET_LAPLACIAN(tinyla_, c64, dtype::c64, void, submit, (), ())
+TINYLA_DEFINE_LOG_DET_LAPLACIAN(tinyla_, c128, dtype::c128, void, submit, (), ())
 
 }  // extern "C"

@@ -73,3 +73,19 @@
                        .det = det,                                                                                     \
                        .transpose_x = true} TINYLA_UNPAREN EXTRA_ARGS);                                                \
   }
+
+// log_det_laplacian's entry point (tinyla.h; tinyla_gpu.h with the stream).
+#define TINYLA_DEFINE_LOG_DET_LAPLACIAN(prefix, sfx, DT, E, SUBMIT, EXTRA_PARAMS, EXTRA_ARGS)                          \
+  tinyla_status prefix##log_det_laplacian_##sfx(int64_t batch, int64_t n, int64_t tangents, const E* inv_t,            \
+                                                const E* lap_a, const E* da, E* grad,                                  \
+                                                E* laplacian TINYLA_UNPAREN EXTRA_PARAMS) {                            \
+    return SUBMIT(DT, {.kind = op::log_det_laplacian,                                                                  \
+                       .batch = batch,                                                                                 \
+                       .n = n,                                                                                         \
+                       .a = inv_t,                                                                                     \
+                       .b = lap_a,                                                                                     \
+                       .tangent_count = tangents,                                                                      \
+                       .tangents = da,                                                                                 \
+                       .grad = grad,                                                                                   \
+                       .laplacian = laplacian} TINYLA_UNPAREN EXTRA_ARGS);                                             \
+  }

@@ -60,6 +60,11 @@ template <class T> tinyla_status c_det_adjugate(std::int64_t b, std::int64_t n, 
 template <class T> tinyla_status c_det_cofactors(std::int64_t b, std::int64_t n, const T* a, T* d, T* cof, void* st) {
   TINYLA_DISPATCH_BY_ELEMENT(tinyla_gpu_det_cofactors, b, n, ptr(a), ptr(d), ptr(cof), st)
 }
+template <class T> tinyla_status c_log_det_laplacian(std::int64_t b, std::int64_t n, std::int64_t k, const T* inv_t,
+                                                     const T* lap_a, const T* da, T* grad, T* laplacian, void* st) {
+  TINYLA_DISPATCH_BY_ELEMENT(tinyla_gpu_log_det_laplacian, b, n, k, ptr(inv_t), ptr(lap_a), ptr(da), ptr(grad),
+                             ptr(laplacian), st)
+}
 
 }  // namespace detail
 
@@ -99,6 +104,14 @@ template <element T> void det_adjugate(std::int64_t batch, std::int64_t n, const
                                        bool cofactors = false, void* stream = nullptr) {
   detail::check((cofactors ? detail::c_det_cofactors<T> : detail::c_det_adjugate<T>)(batch, n, a, det, adj, stream),
                 cofactors ? "det_cofactors" : "det_adjugate", batch, n);
+}
+// tinyla.h's log_det_laplacian on device pointers, n <= 32: grad (batch, tangents) and laplacian
+// (batch) from inv_t = A^-T, lap_a (batch, n, n) and da (batch, tangents, n, n).
+template <element T> void log_det_laplacian(std::int64_t batch, std::int64_t n, std::int64_t tangents, const T* inv_t,
+                                            const T* lap_a, const T* da, T* grad, T* laplacian,
+                                            void* stream = nullptr) {
+  detail::check(detail::c_log_det_laplacian(batch, n, tangents, inv_t, lap_a, da, grad, laplacian, stream),
+                "log_det_laplacian", batch, n);
 }
 
 }  // namespace tinyla::gpu

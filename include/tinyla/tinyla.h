@@ -108,7 +108,7 @@ TINYLA_DECLARE_OPS(tinyla_, f64, double, double, ())
 TINYLA_DECLARE_OPS(tinyla_, c64, void, float, ())
 TINYLA_DECLARE_OPS(tinyla_, c128, void, double, ())
 
-/* log_det_laplacian (CPU only): the derivatives of log det A that a forward Laplacian needs,
+/* log_det_laplacian: the derivatives of log det A that a forward Laplacian needs,
  * from inv_t = A^-T (slogdet_inv_transposed's output), the tangents da = dA/dx_c of shape
  * (batch, tangents, n, n) and lap_a = sum_c d^2 A/dx_c^2 of shape (batch, n, n):
  *   grad[b][c]   = tr(A^-1 dA/dx_c),                                 shape (batch, tangents)
@@ -116,15 +116,16 @@ TINYLA_DECLARE_OPS(tinyla_, c128, void, double, ())
  * (complex: the same complex expressions, no conjugation; their real parts belong to log|det A|,
  * the imaginary ones to the phase). The product A^-1 dA/dx_c is never written; rows of a tangent
  * that are exactly zero cost nothing (a Slater matrix of one-electron orbitals: one row per
- * coordinate), with the dense product's results. Any n; n = 0 gives zeros. A NaN-filled inverse
- * (tinyla's singular case) gives NaN. */
-#define TINYLA_DECLARE_LOG_DET_LAPLACIAN(sfx, E)                                                                       \
-  TINYLA_API tinyla_status tinyla_log_det_laplacian_##sfx(int64_t batch, int64_t n, int64_t tangents, const E* inv_t,  \
-                                                          const E* lap_a, const E* da, E* grad, E* laplacian);
-TINYLA_DECLARE_LOG_DET_LAPLACIAN(f32, float)
-TINYLA_DECLARE_LOG_DET_LAPLACIAN(f64, double)
-TINYLA_DECLARE_LOG_DET_LAPLACIAN(c64, void)
-TINYLA_DECLARE_LOG_DET_LAPLACIAN(c128, void)
+ * coordinate), with the dense product's results. Any n on the CPU (the GPU's kernel: n <= 32,
+ * tinyla_gpu.h); n = 0 gives zeros. A NaN-filled inverse (tinyla's singular case) gives NaN. */
+#define TINYLA_DECLARE_LOG_DET_LAPLACIAN(prefix, sfx, E, EXTRA)                                                        \
+  TINYLA_API tinyla_status prefix##log_det_laplacian_##sfx(int64_t batch, int64_t n, int64_t tangents, const E* inv_t, \
+                                                           const E* lap_a, const E* da, E* grad,                       \
+                                                           E* laplacian TINYLA_UNPAREN EXTRA);
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(tinyla_, f32, float, ())
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(tinyla_, f64, double, ())
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(tinyla_, c64, void, ())
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(tinyla_, c128, void, ())
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,7 @@
  * Status: TINYLA_INVALID_ARGUMENT as in tinyla.h (checked on the host before
  * anything is enqueued); TINYLA_OUT_OF_MEMORY when a workspace (n too large for
  * shared memory) could not be allocated; TINYLA_UNSUPPORTED for n beyond the
- * GPU path (n > ~11000), or when n needs a workspace and the driver has no
+ * GPU path (n > ~11000; log_det_laplacian: n > 32), or when n needs a workspace and the driver has no
  * stream-ordered allocation; TINYLA_BACKEND_ERROR when there is no driver or
  * device, or the driver reports an error at launch (tinyla_gpu_last_error()
  * says which; a sticky error of earlier work on the device also shows here).
@@ -32,6 +32,11 @@ TINYLA_DECLARE_OPS(tinyla_gpu_, f32, float, float, (, void* stream))
 TINYLA_DECLARE_OPS(tinyla_gpu_, f64, double, double, (, void* stream))
 TINYLA_DECLARE_OPS(tinyla_gpu_, c64, void, float, (, void* stream))
 TINYLA_DECLARE_OPS(tinyla_gpu_, c128, void, double, (, void* stream))
+/* log_det_laplacian for n <= 32 (larger n: TINYLA_UNSUPPORTED). */
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(tinyla_gpu_, f32, float, (, void* stream))
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(tinyla_gpu_, f64, double, (, void* stream))
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(tinyla_gpu_, c64, void, (, void* stream))
+TINYLA_DECLARE_LOG_DET_LAPLACIAN(tinyla_gpu_, c128, void, (, void* stream))
 
 /* The reason for this thread's last TINYLA_BACKEND_ERROR / OUT_OF_MEMORY / UNSUPPORTED
  * ("" if none). Static or thread-local storage, never NULL. */

@@ -226,12 +226,22 @@ def _with_closed_form(rule, op: str, platform: str):
     return lowering
 
 
-def _make_primitive(op: str, gpu_reference=None, closed_form: bool = False) -> Primitive:
-    """gpu_reference: for an op with no GPU kernel, the jnp function that GPUs lower instead.
-    closed_form: small n lowers to _closed_form's code (CLOSED_FORM_MAX_N)."""
+def _above(rule, max_n, reference):
+    """`rule` for n <= max_n(), `reference` (a lowering) above: read when lowering."""
+    def lowering(ctx, *args):
+        return (rule if ctx.avals_in[0].shape[-1] <= max_n() else reference)(ctx, *args)
+    return lowering
+
+
+def _make_primitive(op: str, gpu_reference=None, gpu_kernel_max_n=None, closed_form: bool = False) -> Primitive:
+    """gpu_reference: the jnp function that GPUs lower where tinyla has no GPU kernel for the op:
+    at every n, or with gpu_kernel_max_n (a function, called when lowering) above it, and where
+    tinyla was built without that GPU's backend. closed_form: small n lowers to _closed_form's
+    code (CLOSED_FORM_MAX_N)."""
     target = f"tinyla_{op}"
     jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(_handlers, f"tinyla_xla_{op}")), platform="cpu")
-    for platform, lib in _gpu_handlers.items() if gpu_reference is None else ():
+    has_gpu_kernel = gpu_reference is None or gpu_kernel_max_n is not None
+    for platform, lib in _gpu_handlers.items() if has_gpu_kernel else ():
         jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, f"tinyla_xla_{op}")),
                                     platform=platform.upper())
     jax.ffi.register_ffi_target_as_batch_partitionable(target)
@@ -248,10 +258,13 @@ def _make_primitive(op: str, gpu_reference=None, closed_form: bool = False) -> P
         legacy_shard_map.register_standard_check(prim)
         legacy_shard_map.register_standard_rewrite(prim)
     for platform in ("cpu", "cuda", "rocm"):
+        kernel = functools.partial(_lowering, op=op)
         if platform != "cpu" and gpu_reference is not None:
             rule = mlir.lower_fun(gpu_reference, multiple_results=True)
+            if has_gpu_kernel and platform in _gpu_handlers:
+                rule = _above(kernel, gpu_kernel_max_n, rule)
         elif platform == "cpu" or platform in _gpu_handlers:
-            rule = functools.partial(_lowering, op=op)
+            rule = kernel
         else:
             rule = functools.partial(_missing_gpu_lowering, op=op, platform=platform)
         if closed_form:
@@ -283,8 +296,13 @@ def _log_det_laplacian_jnp(inverse_t, lap_a, da):
     return grad, jnp.sum(inverse_t * lap_a, axis=(-2, -1)) - squares
 
 
-# No GPU kernel yet: GPUs run its jnp form.
-_PRIMITIVES["log_det_laplacian"] = _make_primitive("log_det_laplacian", gpu_reference=_log_det_laplacian_jnp)
+# GPUs: tinyla's kernel up to n = LOG_DET_LAPLACIAN_GPU_MAX_N (at most 32: src/gpu/kernels.hpp), its jnp
+# form above and where tinyla was built without the GPU's backend. Read when a function is lowered
+# (0: the jnp form at every n, to compare the two on a GPU; after a change, jax.clear_caches()).
+LOG_DET_LAPLACIAN_GPU_MAX_N = 32
+_PRIMITIVES["log_det_laplacian"] = _make_primitive(
+    "log_det_laplacian", gpu_reference=_log_det_laplacian_jnp,
+    gpu_kernel_max_n=lambda: min(LOG_DET_LAPLACIAN_GPU_MAX_N, 32))
 
 
 def _call(op: str, *args) -> list[jax.Array]:

@@ -57,11 +57,4 @@ struct cpu_calls {
 // The library is built with hidden visibility; the handler symbols are its interface.
 #pragma GCC visibility push(default)
 TINYLA_XLA_HANDLERS(tinyla_xla_, cpu_calls, ffi::Ffi::Bind(), (), ());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(tinyla_xla_log_det_laplacian, (tinyla::xla_handlers::log_det_laplacian_impl<cpu_calls>),
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>());
 #pragma GCC visibility pop

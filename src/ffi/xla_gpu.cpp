@@ -35,6 +35,10 @@ struct gpu_calls {
   template <class T> tinyla_status det_cofactors(std::int64_t b, std::int64_t n, const T* a, T* d, T* cof) const {
     return detail::c_det_cofactors<T>(b, n, a, d, cof, stream);
   }
+  template <class T> tinyla_status log_det_laplacian(std::int64_t b, std::int64_t n, std::int64_t k, const T* inv_t,
+                                                     const T* lap_a, const T* da, T* grad, T* laplacian) const {
+    return detail::c_log_det_laplacian<T>(b, n, k, inv_t, lap_a, da, grad, laplacian, stream);
+  }
   static const char* why() { return tinyla_gpu_last_error(); }
   static void prepare_output(ffi::AnyBuffer&) {}
 };

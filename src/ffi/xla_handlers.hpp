@@ -226,7 +226,7 @@ template <class Calls, class... Ctx> ffi::Error det_cofactors_impl(Ctx... ctx, f
 }
 
 // inv_t = A^-T and lap_a (..., n, n), da (..., k, n, n) -> grad (..., k), laplacian (...): the
-// C API's log_det_laplacian (CPU only).
+// C API's log_det_laplacian (on a GPU n <= 32: tinyla.jax lowers larger n to its jnp form).
 template <class Calls, class... Ctx>
 ffi::Error log_det_laplacian_impl(Ctx... ctx, ffi::AnyBuffer inv_t, ffi::AnyBuffer lap_a, ffi::AnyBuffer da,
                                   ffi::Result<ffi::AnyBuffer> grad, ffi::Result<ffi::AnyBuffer> laplacian) {
@@ -282,4 +282,9 @@ ffi::Error log_det_laplacian_impl(Ctx... ctx, ffi::AnyBuffer inv_t, ffi::AnyBuff
                      (tinyla::xla_handlers::slogdet_inv_impl<CALLS, true TINYLA_UNPAREN CTX>),                         \
                      BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS);          \
   TINYLA_XLA_HANDLER(prefix##det_cofactors, (tinyla::xla_handlers::det_cofactors_impl<CALLS TINYLA_UNPAREN CTX>),      \
-                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS)
+                     BIND.Arg<::xla::ffi::AnyBuffer>() TINYLA_XLA_RET TINYLA_XLA_RET, TRAITS);                         \
+  TINYLA_XLA_HANDLER(prefix##log_det_laplacian,                                                                        \
+                     (tinyla::xla_handlers::log_det_laplacian_impl<CALLS TINYLA_UNPAREN CTX>),                         \
+                     BIND.Arg<::xla::ffi::AnyBuffer>().Arg<::xla::ffi::AnyBuffer>().Arg<::xla::ffi::AnyBuffer>()       \
+                         TINYLA_XLA_RET TINYLA_XLA_RET,                                                                \
+                     TRAITS)

@@ -40,7 +40,7 @@ tinyla_status fail(tinyla_status s, const std::string& why) {
 struct context_kernels {
   handle context;
   handle module;
-  std::atomic<handle> functions[kernel_count] = {};
+  std::atomic<handle> functions[kernel_count + laplacian_kernel_count] = {};
 };
 
 context_kernels* kernels_in(runtime::runtime& rt, handle context) {
@@ -59,10 +59,11 @@ context_kernels* kernels_in(runtime::runtime& rt, handle context) {
   return last = k;
 }
 
-handle kernel(runtime::runtime& rt, context_kernels& k, dtype t, family f, int n) {
-  std::atomic<handle>& slot = k.functions[kernel_index(t, f, n)];
+// The job's kernel: log_det_laplacian's (laplacian_kernel_name) after the factorizing ones.
+handle kernel(runtime::runtime& rt, context_kernels& k, int index, const char* name) {
+  std::atomic<handle>& slot = k.functions[index];
   if (handle fn = slot.load(std::memory_order_acquire)) return fn;
-  const handle fn = rt.function(k.module, kernel_name(t, f, n).text);
+  const handle fn = rt.function(k.module, name);
   if (fn) slot.store(fn, std::memory_order_release);
   return fn;
 }
@@ -71,6 +72,9 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
   plan_options options = launch_options();
   options.stage_outputs &= this_platform == runtime::platform::cuda;  // the HIP kernels have no such path
   const launch_plan plan = plan_launch<E>(jb, options);
+  if (jb.kind == op::log_det_laplacian && jb.n > max_laplacian_n)
+    return fail(TINYLA_UNSUPPORTED, "log_det_laplacian: the GPU kernel takes n <= " + std::to_string(max_laplacian_n) +
+                                        ", not " + std::to_string(jb.n));
   if (plan.blocks == 0) return TINYLA_OK;
   if (plan.block_threads > (plan.per_thread ? max_per_thread_block : max_team_block))  // tests keep this from happening
     return fail(TINYLA_BACKEND_ERROR, "internal: the launch plan exceeds the kernel's launch bounds");
@@ -86,7 +90,11 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
   context_kernels* k = kernels_in(*rt, context);
   if (!k) return TINYLA_BACKEND_ERROR;  // why: recorded by the runtime
   handle fn = nullptr;
-  dispatch_kernel<E>(jb, plan, [&]<family F, int N>() { fn = kernel(*rt, *k, t, F, N); });
+  if (jb.kind == op::log_det_laplacian)
+    fn = kernel(*rt, *k, kernel_count + laplacian_kernel_index(t, jb.n), laplacian_kernel_name(t, jb.n).text);
+  else
+    dispatch_kernel<E>(
+        jb, plan, [&]<family F, int N>() { fn = kernel(*rt, *k, kernel_index(t, F, N), kernel_name(t, F, N).text); });
   if (!fn) return TINYLA_BACKEND_ERROR;  // why: recorded by the runtime
 
   const runtime::driver& drv = rt->drv();
@@ -126,6 +134,10 @@ TINYLA_DEFINE_OPS(tinyla_gpu_, f32, dtype::f32, float, float, submit, (, void* s
 TINYLA_DEFINE_OPS(tinyla_gpu_, f64, dtype::f64, double, double, submit, (, void* stream), (, stream))
 TINYLA_DEFINE_OPS(tinyla_gpu_, c64, dtype::c64, void, float, submit, (, void* stream), (, stream))
 TINYLA_DEFINE_OPS(tinyla_gpu_, c128, dtype::c128, void, double, submit, (, void* stream), (, stream))
+TINYLA_DEFINE_LOG_DET_LAPLACIAN(tinyla_gpu_, f32, dtype::f32, float, submit, (, void* stream), (, stream))
+TINYLA_DEFINE_LOG_DET_LAPLACIAN(tinyla_gpu_, f64, dtype::f64, double, submit, (, void* stream), (, stream))
+TINYLA_DEFINE_LOG_DET_LAPLACIAN(tinyla_gpu_, c64, dtype::c64, void, submit, (, void* stream), (, stream))
+TINYLA_DEFINE_LOG_DET_LAPLACIAN(tinyla_gpu_, c128, dtype::c128, void, submit, (, void* stream), (, stream))
 
 const char* tinyla_gpu_last_error(void) { return tinyla::runtime::runtime::last_error(); }
 const char* tinyla_gpu_platform(void) { return TINYLA_GPU_PLATFORM_NAME; }

@@ -81,7 +81,22 @@ static_assert(warp_width_count == 2 && warp_widths[0] == 16 && warp_widths[1] ==
   TINYLA_FAMILY_KERNELS(determinant, E, DT)                                                                            \
   TINYLA_FAMILY_KERNELS(inverse, E, DT) TINYLA_FAMILY_KERNELS(solve, E, DT) TINYLA_FAMILY_KERNELS(adjugate, E, DT)
 
+// log_det_laplacian's, by the width of a thread's column of M_c.
+static_assert(laplacian_width_count == 3 && laplacian_widths[0] == 8 && laplacian_widths[1] == 16 &&
+              laplacian_widths[2] == 32);
+#define TINYLA_LAPLACIAN_KERNEL(WIDTH, E, DT)                                                                          \
+  extern "C" __global__ void __launch_bounds__(laplacian_block) tinyla_log_det_laplacian_##DT##_##WIDTH(job jb) {      \
+    device_block blk;                                                                                                  \
+    log_det_laplacian_kernel<WIDTH, E>(blk, jb);                                                                       \
+  }
+#define TINYLA_LAPLACIAN_KERNELS(E, DT)                                                                                \
+  TINYLA_LAPLACIAN_KERNEL(8, E, DT) TINYLA_LAPLACIAN_KERNEL(16, E, DT) TINYLA_LAPLACIAN_KERNEL(32, E, DT)
+
 TINYLA_TYPE_KERNELS(float, f32)
 TINYLA_TYPE_KERNELS(double, f64)
 TINYLA_TYPE_KERNELS(cplx<float>, c64)
 TINYLA_TYPE_KERNELS(cplx<double>, c128)
+TINYLA_LAPLACIAN_KERNELS(float, f32)
+TINYLA_LAPLACIAN_KERNELS(double, f64)
+TINYLA_LAPLACIAN_KERNELS(cplx<float>, c64)
+TINYLA_LAPLACIAN_KERNELS(cplx<double>, c128)

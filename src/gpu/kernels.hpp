@@ -31,6 +31,7 @@
 
 #include "gpu/plan.hpp"
 #include "job.hpp"
+#include "kernels/log_det_laplacian.hpp"
 #include "kernels/lu.hpp"
 
 namespace tinyla::TINYLA_KERNEL_NS {
@@ -1023,6 +1024,94 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
     blk.sync();  // the next round overwrites lu and piv
     if constexpr (F == family::inverse || F == family::adjugate)
       if (!jb.transpose_x) transpose_through(blk, tm, n, lu, active ? x + b * nx : nullptr);
+  }
+}
+
+// ---- log_det_laplacian -----------------------------------------------------------------------
+
+// The bits of a group's mask `mine` OR-ed over its `width` threads (a butterfly of shuffles:
+// every thread ends with the group's).
+template <class Block> TINYLA_HD unsigned group_or(Block& blk, unsigned mine, int rank, int width) {
+  for (int lanes = width / 2; lanes > 0; lanes /= 2) mine |= unsigned(blk.shuffle(int(mine), rank ^ lanes, width));
+  return mine;
+}
+
+// kernels/log_det_laplacian.hpp's derivatives of log det A (grad_c = tr(A^-1 D_c) and
+// laplacian = tr(A^-1 H) - sum_c tr((A^-1 D_c)^2), from G = A^-T), a block per matrix
+// (plan_launch): G in shared memory; the tangents shared out among groups of
+// laplacian_layout::width threads of one warp, thread k of a group forming column k of
+// M_c = G^T D_c in registers (Width >= n elements: laplacian_width), each entry summed over
+// D_c's rows as tangent_traces sums it (the rows in order, mul_add); a row that is zero in
+// the group's columns and finite in G adds exact zeros and is skipped, as the CPU skips
+// rows zero in all its lanes. tr M_c and tr M_c^2 then from M_c in shared memory as
+// tangent_traces forms them (each row's off_diagonal_pairs by its thread, add_trace_terms
+// along the rows by the group's first), and thread 0 subtracts the square traces from tr(G^T H)
+// (sum_of_products, as the CPU) in tangent order: the CPU's bits. Every thread of the
+// block takes part in every shuffle and barrier, whatever its group has to do.
+template <int Width, class E, class Block> TINYLA_HD void log_det_laplacian_kernel(Block& blk, const job& jb) {
+  const int n = int(jb.n);
+  const int64_t nn = int64_t(n) * n, tangents = jb.tangent_count;
+  const laplacian_layout layout(n, blk.threads() / warp_slot(n));  // as plan_launch
+  const int width = layout.width, group = blk.thread() / width, rank = blk.thread() % width;
+  const bool column = rank < n;  // a thread of a column of M_c
+  E* g = static_cast<E*>(blk.shared());
+  E* m = g + nn + group * layout.group_elements;  // M_c's entry (i, k) at m[i * (n + 1) + k]
+  E* row_sums = m + nn + n;
+  E* square_traces = g + nn + layout.groups * layout.group_elements;
+  const E* inverse_t = static_cast<const E*>(jb.a);
+  const E* lap_a = static_cast<const E*>(jb.b);
+  const E* d_all = static_cast<const E*>(jb.tangents);
+  E* grad = static_cast<E*>(jb.grad);
+  const E zero = make_element<E>(0.0);
+  for (int64_t b = blk.block(); b < jb.batch; b += blk.blocks()) {
+    copy_strided<4>(inverse_t + b * nn, g, nn, blk.thread(), blk.threads());
+    blk.sync();
+    unsigned g_not_finite = 0;  // G's rows with a non-finite entry in this thread's column
+    if (column)
+      for (int j = 0; j < n; ++j) g_not_finite |= unsigned(!is_finite(g[j * n + rank])) << j;
+    E laplacian = zero;
+    if (blk.thread() == 0) laplacian = sum_of_products(shape<-1, -1>{n, n}, g, lap_a + b * nn);
+    for (int64_t first = 0; first < tangents; first += layout.groups) {
+      const int64_t c = first + group;
+      const bool active = c < tangents;
+      const E* d = d_all + (b * tangents + (active ? c : 0)) * nn;
+      unsigned rows = 0;
+      if (active && column) {
+        rows = g_not_finite;
+        for (int j = 0; j < n; ++j) rows |= unsigned(!is_zero(d[j * n + rank])) << j;
+      }
+      rows = group_or(blk, rows, rank, width);
+      E sum[Width];
+      TINYLA_UNROLL
+      for (int i = 0; i < Width; ++i) sum[i] = zero;
+      if (active && column) {
+        for (int j = 0; j < n; ++j) {
+          if (!((rows >> j) & 1u)) continue;
+          const E djk = d[j * n + rank];
+          TINYLA_UNROLL
+          for (int i = 0; i < Width; ++i)
+            if (i < n) sum[i] = mul_add(g[j * n + i], djk, sum[i]);
+        }
+        TINYLA_UNROLL
+        for (int i = 0; i < Width; ++i)
+          if (i < n) m[i * (n + 1) + rank] = sum[i];
+      }
+      blk.sync_warp();  // M_c whole
+      if (active && column) row_sums[rank] = off_diagonal_pairs(m, n, n + 1, rank);
+      blk.sync_warp();  // every row's sum
+      if (active && rank == 0) {
+        E trace = zero, square_trace = zero;
+        for (int i = 0; i < n; ++i) add_trace_terms(m[i * (n + 1) + i], row_sums[i], trace, square_trace);
+        grad[b * tangents + c] = trace;
+        square_traces[group] = square_trace;
+      }
+      blk.sync();  // every group's square trace; M_c and the row sums read
+      if (blk.thread() == 0)
+        for (int q = 0; q < layout.groups && first + q < tangents; ++q) laplacian = laplacian - square_traces[q];
+      blk.sync();  // the square traces read before the next round writes them
+    }
+    if (blk.thread() == 0) static_cast<E*>(jb.laplacian)[b] = laplacian;
+    blk.sync();  // G read (also where there are no tangents) before the next matrix's
   }
 }
 

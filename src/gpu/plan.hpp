@@ -275,11 +275,54 @@ constexpr bool team_in_warp(int team_size, int block_threads, bool in_shared) {
 constexpr int64_t max_grid_blocks = int64_t(1) << 20;        // grid-stride beyond this
 constexpr int64_t max_workspace_bytes = int64_t(256) << 20;  // bounds the global workspace (>= 1 block's)
 
+// ---- log_det_laplacian's kernel (kernels.hpp) ----------------------------------------------
+// A block per matrix: A^-T in shared memory, the tangents shared out among groups of
+// warp_slot(n) threads of one warp (a thread per column of M_c = A^-1 dA/dx_c), each group with
+// M_c and its rows' sums in shared memory. n up to max_laplacian_n (larger n: no GPU kernel,
+// TINYLA_UNSUPPORTED); its column of M_c in an array of laplacian_width(n) elements, one
+// kernel per width and element type: tinyla_log_det_laplacian_<dtype>_<width>.
+inline constexpr int max_laplacian_n = max_warp_width;
+inline constexpr int laplacian_widths[] = {8, 16, 32};
+inline constexpr int laplacian_width_count = int(sizeof laplacian_widths / sizeof laplacian_widths[0]);
+inline constexpr int laplacian_block = 128;  // threads per block to aim for
+constexpr int laplacian_width(int64_t n) { return n <= 8 ? 8 : n <= 16 ? 16 : 32; }
+
+// Its shared memory, in elements E from the block's start: A^-T (n x n), then per group M_c
+// (n rows n + 1 apart: a column's entries, written by one thread each, and a row's, read by
+// one, fall in different banks) and the group's n row sums, then a square trace per group.
+struct laplacian_layout {
+  int width, groups;              // threads per group (a power of two up to 32), groups per block
+  int64_t group_elements, total;  // elements per group, in all
+  constexpr laplacian_layout(int64_t n, int groups_)
+      : width(warp_slot(n)),
+        groups(groups_),
+        group_elements(n * (n + 1) + n),
+        total(n * n + groups_ * group_elements + groups_) {}
+};
+// The most groups of whole warps up to laplacian_block threads whose shared memory fits the
+// budget (at least one warp).
+template <class E> constexpr laplacian_layout plan_laplacian_layout(int64_t n, int64_t shared_budget) {
+  const int width = warp_slot(n), step = width < 32 ? 32 / width : 1;
+  int groups = step;
+  for (int g = step; g * width <= laplacian_block; g += step)
+    if (laplacian_layout(n, g).total * int64_t(sizeof(E)) <= shared_budget) groups = g;
+  return laplacian_layout(n, groups);
+}
+
 template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options o = {}) {
   using R = lane_real<lane_of<E>>;
   launch_plan p;
-  if (jb.batch == 0) return p;
+  if (jb.batch == 0 || (jb.kind == op::log_det_laplacian && jb.n > max_laplacian_n)) return p;
   const int64_t n = jb.n, eb = sizeof(E);
+  if (jb.kind == op::log_det_laplacian) {  // its own kernel (above): a block per matrix
+    const laplacian_layout layout = plan_laplacian_layout<E>(n, o.shared_budget);
+    p.per_thread = false;
+    p.team_size = layout.width;
+    p.block_threads = layout.groups * layout.width;
+    p.shared_bytes = layout.total * eb;
+    p.blocks = min_of(jb.batch, max_grid_blocks);
+    return p;
+  }
   if (n <= o.per_thread_up_to && per_thread_fits<E>(family_of(jb.kind), n)) {
     int per_block = o.per_thread_block > 0 ? o.per_thread_block : per_thread_block[n] * 8 / int(eb < 8 ? 8 : eb);
     p.block_threads = per_block;
@@ -385,6 +428,19 @@ inline kernel_name_buffer kernel_name(dtype t, family f, int variant) {
   if (variant >= 0) std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_%d", fam, dt, variant);
   else if (variant == team_variant) std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_team", fam, dt);
   else std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_warp%d", fam, dt, warp_width_of(variant));
+  return name;
+}
+
+// log_det_laplacian's kernels: tinyla_log_det_laplacian_<dtype>_<laplacian_width(n)>.
+constexpr int laplacian_kernel_index(dtype t, int64_t n) {
+  int slot = 0;
+  while (laplacian_widths[slot] != laplacian_width(n)) ++slot;
+  return int(t) * laplacian_width_count + slot;
+}
+inline constexpr int laplacian_kernel_count = dtype_count * laplacian_width_count;
+inline kernel_name_buffer laplacian_kernel_name(dtype t, int64_t n) {
+  kernel_name_buffer name;
+  std::snprintf(name.text, sizeof name.text, "tinyla_log_det_laplacian_%s_%d", dtype_name(t), laplacian_width(n));
   return name;
 }
 

@@ -43,6 +43,20 @@ TINYLA_HD void product_block(int n, int i, int k0, const E* g, const E* d, const
   for (int u = 0; u < B; ++u) m[i * n + k0 + u] = acc[u];
 }
 
+// tr M and tr M^2 = sum_i (m_ii^2 + 2 sum_{k>i} m_ik m_ki), row by row (i ascending), in this order
+// wherever M is formed (here and in the GPU's kernel, src/gpu/kernels.hpp): off_diagonal_pairs
+// of row i (M's rows ld apart), then add_trace_terms of row i.
+template <class E> TINYLA_HD E off_diagonal_pairs(const E* m, int n, int ld, int i) {
+  E off = make_element<E>(0.0);
+  TINYLA_UNROLL_INNER
+  for (int k = i + 1; k < n; ++k) off = mul_add(m[i * ld + k], m[k * ld + i], off);
+  return off;
+}
+template <class E> TINYLA_HD void add_trace_terms(E mii, E off, E& trace, E& square_trace) {
+  trace = trace + mii;
+  square_trace = mul_add(mii, mii, square_trace) + (off + off);
+}
+
 // For one tangent d: trace = tr(A^-1 d) and square_trace = tr((A^-1 d)^2), from g = A^-T.
 // g_row_finite[j]: row j of g is finite in every lane. rows (n ints) and m (n x n) are scratch.
 template <class S, class E> TINYLA_HD void tangent_traces(S s, const E* g, const bool* g_row_finite, const E* d,
@@ -70,17 +84,9 @@ template <class S, class E> TINYLA_HD void tangent_traces(S s, const E* g, const
     TINYLA_UNROLL
     for (; k0 < n; ++k0) product_block<1>(n, i, k0, g, d, rows, count, m);
   }
-  // tr M and tr M^2 = sum_i (m_ii^2 + 2 sum_{k>i} m_ik m_ki).
   E t = make_element<E>(0.0), q = make_element<E>(0.0);
   TINYLA_UNROLL
-  for (int i = 0; i < n; ++i) {
-    const E mii = m[i * n + i];
-    E off = make_element<E>(0.0);
-    TINYLA_UNROLL_INNER
-    for (int k = i + 1; k < n; ++k) off = mul_add(m[i * n + k], m[k * n + i], off);
-    t = t + mii;
-    q = mul_add(mii, mii, q) + (off + off);
-  }
+  for (int i = 0; i < n; ++i) add_trace_terms(m[i * n + i], off_diagonal_pairs(m, n, n, i), t, q);
   trace = t;
   square_trace = q;
 }

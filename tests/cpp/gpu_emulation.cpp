@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <sys/mman.h>
@@ -362,10 +363,23 @@ template <class T>
 tinyla_status run(const tinyla::job& jb, int64_t max_blocks, kern::plan_options options, bool hip_step_loop) {
   if (tinyla_status s = tinyla::validate(tinyla::dtype_of<T>, jb); s != TINYLA_OK) return s;
   using E = kern::kernel_element<T>;  // complex: cplx, layout-compatible
+  if (jb.kind == tinyla::op::log_det_laplacian && jb.n > kern::max_laplacian_n)
+    return TINYLA_UNSUPPORTED;  // as backend.cpp
   const kern::launch_plan plan = kern::plan_launch<E>(jb, options);
   if (plan.blocks == 0) return TINYLA_OK;
   std::vector<E> workspace(size_t(plan.workspace_bytes) / sizeof(E));
   const int64_t blocks = std::min(plan.blocks, max_blocks);
+  if (jb.kind == tinyla::op::log_det_laplacian) {
+    run_grid(blocks, plan.block_threads, plan.shared_bytes, [&](host_block& blk) {
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (void)((kern::laplacian_width(jb.n) == kern::laplacian_widths[I]
+                    ? (kern::log_det_laplacian_kernel<kern::laplacian_widths[I], E>(blk, jb), true)
+                    : false) ||
+               ...);
+      }(std::make_index_sequence<kern::laplacian_width_count>{});
+    });
+    return TINYLA_OK;
+  }
   kern::dispatch_kernel<E>(jb, plan, [&]<kern::family F, int V>() {
     if constexpr (V >= 0) {
       if (plan.stage_outputs) {  // the warps share their slots: fibers, with the plan's shared memory

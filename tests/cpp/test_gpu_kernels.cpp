@@ -2,6 +2,9 @@
 // backend's bits: the same src/kernels math.
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -79,6 +82,31 @@ TYPED_TEST(GpuKernels, PlansRespectLaunchBoundsAndBudgets) {
       }
     }
   }
+}
+
+// log_det_laplacian's plans: a block of whole warps within its launch bounds, groups of the
+// narrowest power of two that holds n threads, the shared memory within the budget and as the
+// kernel lays it out; past n = 32 nothing (the launcher says TINYLA_UNSUPPORTED).
+TYPED_TEST(GpuKernels, LogDetLaplacianPlansRespectLaunchBoundsAndBudgets) {
+  using E = element_of<TypeParam>;
+  for (int64_t n = 0; n <= 40; ++n)
+    for (int64_t batch : {int64_t(1), int64_t(1000), int64_t(1) << 40}) {
+      const tinyla::job jb{.kind = tinyla::op::log_det_laplacian, .batch = batch, .n = n, .tangent_count = 3 * n};
+      const kern::launch_plan p = kern::plan_launch<E>(jb, {});
+      SCOPED_TRACE("n=" + std::to_string(n) + " batch=" + std::to_string(batch));
+      if (n > kern::max_laplacian_n) {
+        EXPECT_EQ(p.blocks, 0);
+        continue;
+      }
+      EXPECT_FALSE(p.per_thread);
+      EXPECT_EQ(p.team_size, kern::warp_slot(n));
+      EXPECT_GE(p.team_size, n);
+      EXPECT_EQ(p.block_threads % 32, 0);
+      EXPECT_LE(p.block_threads, kern::laplacian_block);
+      EXPECT_EQ(p.shared_bytes, kern::laplacian_layout(n, p.block_threads / p.team_size).total * int64_t(sizeof(E)));
+      EXPECT_LE(p.shared_bytes, kern::plan_options{}.shared_budget);
+      EXPECT_EQ(p.blocks, std::min<int64_t>(batch, kern::max_grid_blocks));
+    }
 }
 
 // The same runner on arrays a and x that start one element (of alignof(T) < 16
@@ -359,5 +387,64 @@ TYPED_TEST(GpuKernels, AdjugateOfSingularIntegerMatricesMatchesCpu) {
       EXPECT_LE(worst, R(1e-9) * largest);
     }
   }
+}
+
+// log_det_laplacian's kernel (a block per matrix, the tangents shared out among groups of a
+// warp) gives the CPU's bits: every n it takes, tangent counts that leave groups idle, rows
+// of tangents zero in patterns that differ from tangent to tangent (the kernel skips them
+// per matrix, the CPU per lane group), G's rows with an infinity (never skipped: 0 * inf),
+// on a grid smaller than the batch. Past n = 32: TINYLA_UNSUPPORTED, nothing written.
+TYPED_TEST(GpuKernels, LogDetLaplacianMatchesCpuBitForBit) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  for (int n : {0, 1, 2, 3, 5, 8, 9, 16, 17, 31, 32})
+    for (int k : {0, 1, 7, 3 * n + 1}) {
+      const int64_t batch = 5;
+      std::vector<T> g = make_batch<T>(kind::random, batch, n, 11 + n), h = make_batch<T>(kind::random, batch, n, 12);
+      std::vector<T> d = make_batch<T>(kind::random, batch * k, n, 13 + k);
+      std::mt19937_64 rng(uint64_t(n * 100 + k));
+      for (int64_t t = 0; t < batch * k; ++t)
+        for (int i = 0; i < n; ++i)
+          if (rng() % 3 != 0)
+            for (int j = 0; j < n; ++j) d[(t * n + i) * n + j] = T(0);
+      if (n > 1) g[size_t(n) * n + n + 1] = T(std::numeric_limits<R>::infinity());  // matrix 1, row 1
+      const auto run = [&](auto submit, std::vector<T>& grad, std::vector<T>& lap) {
+        grad.assign(size_t(batch) * k, T(-7)), lap.assign(size_t(batch), T(-7));
+        const tinyla::job jb{.kind = tinyla::op::log_det_laplacian,
+                             .batch = batch,
+                             .n = n,
+                             .a = g.data(),
+                             .b = h.data(),
+                             .tangent_count = k,
+                             .tangents = d.data(),
+                             .grad = grad.data(),
+                             .laplacian = lap.data()};
+        return submit(tinyla::dtype_of<T>, jb);
+      };
+      std::vector<T> grad_cpu, lap_cpu, grad_gpu, lap_gpu;
+      const auto cpu = [](tinyla::dtype t, const tinyla::job& jb) {
+        return tinyla::cpu::execute(t, jb) ? TINYLA_OK : TINYLA_OUT_OF_MEMORY;
+      };
+      ASSERT_EQ(run(cpu, grad_cpu, lap_cpu), TINYLA_OK);
+      ASSERT_EQ(run(emulated_gpu<T>(2), grad_gpu, lap_gpu), TINYLA_OK);
+      const auto same_bits = [](const std::vector<T>& x, const std::vector<T>& y) {
+        return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0);
+      };
+      EXPECT_TRUE(same_bits(grad_cpu, grad_gpu)) << "grad, n=" << n << " k=" << k;
+      EXPECT_TRUE(same_bits(lap_cpu, lap_gpu)) << "laplacian, n=" << n << " k=" << k;
+    }
+  std::vector<T> g(33 * 33), grad(1, T(-7)), lap(1, T(-7));
+  const tinyla::job big{.kind = tinyla::op::log_det_laplacian,
+                        .batch = 1,
+                        .n = 33,
+                        .a = g.data(),
+                        .b = g.data(),
+                        .tangent_count = 1,
+                        .tangents = g.data(),
+                        .grad = grad.data(),
+                        .laplacian = lap.data()};
+  EXPECT_EQ(emulated_gpu<T>(2)(tinyla::dtype_of<T>, big), TINYLA_UNSUPPORTED);
+  EXPECT_EQ(grad[0], T(-7));
+  EXPECT_EQ(lap[0], T(-7));
 }
 }  // namespace

@@ -186,6 +186,31 @@ template <class T> void every_op_on_the_stand_in(int64_t n, void* stream, std::s
     }
 }
 
+// log_det_laplacian of type T at size n on stand-in pointers: one launch of its kernel (added
+// to `kernels`), none for an empty batch; past n = 32 TINYLA_UNSUPPORTED and no launch.
+template <class T> void log_det_laplacian_on_the_stand_in(int64_t n, std::set<int>& kernels) {
+  const int64_t batch = 3, k = 2;
+  std::vector<T> g(size_t(batch * n * n) + 1), d(size_t(batch * k * n * n) + 1), grad(batch * k), lap(batch);
+  namespace gd = tinyla::gpu::detail;
+  const auto call = [&](int64_t b) {
+    return gd::c_log_det_laplacian<T>(b, n, k, g.data(), g.data(), d.data(), grad.data(), lap.data(), nullptr);
+  };
+  SCOPED_TRACE(type_name<T>() + " log_det_laplacian n=" + std::to_string(n));
+  auto before = stand_in::counts();
+  if (n > kern::max_laplacian_n) {
+    EXPECT_EQ(call(batch), TINYLA_UNSUPPORTED);
+    EXPECT_NE(std::string(tinyla_gpu_last_error()).find("n <= 32"), std::string::npos) << tinyla_gpu_last_error();
+    EXPECT_EQ(stand_in::counts()["launch"], before["launch"]);
+    return;
+  }
+  kernels.insert(kern::kernel_count + kern::laplacian_kernel_index(tinyla::dtype_of<T>, n));
+  ASSERT_EQ(call(batch), TINYLA_OK) << tinyla_gpu_last_error();
+  auto after = stand_in::counts();
+  EXPECT_EQ(after["launch"] - before["launch"], 1);
+  ASSERT_EQ(call(0), TINYLA_OK);
+  EXPECT_EQ(stand_in::counts()["launch"], after["launch"]);
+}
+
 TEST(StandIn, EveryPlannedKernelIsInTheImageAndEachCallIsOneLaunch) {
   ASSERT_NE(stand_in_path(), "") << "ctest runs this with TINYLA_GPU_DRIVER=<the stand-in driver>";
   std::set<int> kernels;
@@ -197,6 +222,10 @@ TEST(StandIn, EveryPlannedKernelIsInTheImageAndEachCallIsOneLaunch) {
     every_op_on_the_stand_in<double>(n, nullptr, kernels);
     every_op_on_the_stand_in<std::complex<float>>(n, nullptr, kernels);
     every_op_on_the_stand_in<std::complex<double>>(n, nullptr, kernels);
+    log_det_laplacian_on_the_stand_in<float>(n, kernels);
+    log_det_laplacian_on_the_stand_in<double>(n, kernels);
+    log_det_laplacian_on_the_stand_in<std::complex<float>>(n, kernels);
+    log_det_laplacian_on_the_stand_in<std::complex<double>>(n, kernels);
   }
   auto c = stand_in::counts();
   EXPECT_EQ(c["module_load"], 1);                      // the image, once (in the one context)
@@ -288,6 +317,44 @@ TYPED_TEST(Device, AllOpsMatchCpuBitForBit) {
     SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
     const int64_t batch = n <= 8 ? 2000 : 300;  // several blocks
     EXPECT_EQ(first_difference(run_all_ops<T>(n, batch, on_gpu<T>(stream.s)), run_all_ops<T>(n, batch)), "");
+  }
+}
+
+// log_det_laplacian's kernel at every n it takes: the CPU's bits (tests/cpp/test_gpu_kernels.cpp
+// checks the same on the host emulation).
+TYPED_TEST(Device, LogDetLaplacianMatchesCpuBitForBit) {
+  REQUIRE_DEVICE();
+  using T = TypeParam;
+  stream_holder stream;
+  for (int n = 0; n <= 32; ++n) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const int64_t batch = 300, k = 3 * n + 1;
+    const size_t nn = size_t(n) * n;
+    std::vector<T> g = make_batch<T>(kind::random, batch, n, 21 + n), h = make_batch<T>(kind::random, batch, n, 22);
+    std::vector<T> d = make_batch<T>(kind::random, batch * k, n, 23);
+    for (size_t t = 0; t < size_t(batch * k); ++t)  // every other tangent a single non-zero row
+      if (t % 2)
+        for (size_t e = 0; e < nn; ++e)
+          if (e / size_t(n) != t % size_t(n)) d[t * nn + e] = T(0);
+    std::vector<T> grad_cpu(size_t(batch * k)), lap_cpu(batch), grad(grad_cpu.size()), lap(batch);
+    ASSERT_EQ(tinyla::detail::c_log_det_laplacian<T>(batch, n, k, g.data(), h.data(), d.data(), grad_cpu.data(),
+                                                     lap_cpu.data()),
+              TINYLA_OK);
+    device_buffer dg(g.size() * sizeof(T)), dh(h.size() * sizeof(T)), dd(d.size() * sizeof(T)),
+        dgrad(grad.size() * sizeof(T)), dlap(lap.size() * sizeof(T));
+    to_device(dg.p, g.data(), g.size() * sizeof(T));
+    to_device(dh.p, h.data(), h.size() * sizeof(T));
+    to_device(dd.p, d.data(), d.size() * sizeof(T));
+    ASSERT_EQ(tinyla::gpu::detail::c_log_det_laplacian<T>(batch, n, k, static_cast<const T*>(dg.p),
+                                                          static_cast<const T*>(dh.p), static_cast<const T*>(dd.p),
+                                                          static_cast<T*>(dgrad.p), static_cast<T*>(dlap.p), stream.s),
+              TINYLA_OK)
+        << tinyla_gpu_last_error();
+    ASSERT_EQ(gpuStreamSynchronize(stream.s), gpuSuccess);
+    to_host(grad.data(), dgrad.p, grad.size() * sizeof(T));
+    to_host(lap.data(), dlap.p, lap.size() * sizeof(T));
+    EXPECT_TRUE(grad.empty() || std::memcmp(grad.data(), grad_cpu.data(), grad.size() * sizeof(T)) == 0);
+    EXPECT_EQ(std::memcmp(lap.data(), lap_cpu.data(), lap.size() * sizeof(T)), 0);
   }
 }
 

@@ -305,11 +305,16 @@ def test_ansatz_step_matches_jnp(monkeypatch):
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
-def test_log_det_laplacian_lowers_to_its_jnp_form_on_gpus(platform):
-    """No GPU kernel for log_det_laplacian: GPU lowerings hold its jnp form (no GPU needed)."""
+@pytest.mark.parametrize("n", [4, 32, 33])
+def test_log_det_laplacian_gpu_lowering(platform, n):
+    """GPU lowerings (no GPU needed): tinyla's kernel up to n = 32 where tinyla has that GPU's
+    backend, else (and above n = 32) the op's jnp form; the CPU's always the kernel."""
     from tinyla.jax import _log_det_laplacian
-    ops = [random_matrices(shape, np.float64, seed=i) for i, shape in enumerate([(3, 4, 4), (3, 4, 4), (3, 5, 4, 4)])]
-    hlo = jax.jit(_log_det_laplacian).trace(*ops).lower(lowering_platforms=(platform,)).as_text()
-    assert "custom_call" not in hlo and "dot_general" in hlo
-    assert "tinyla_log_det_laplacian" in jax.jit(_log_det_laplacian).trace(*ops).lower(
-        lowering_platforms=("cpu",)).as_text()
+    ops = [random_matrices(shape, np.float64, seed=i) for i, shape in enumerate([(3, n, n), (3, n, n), (3, 5, n, n)])]
+    traced = jax.jit(_log_det_laplacian).trace(*ops)
+    hlo = traced.lower(lowering_platforms=(platform,)).as_text()
+    if platform in tlj.GPU_PLATFORMS and n <= tlj.LOG_DET_LAPLACIAN_GPU_MAX_N:
+        assert "tinyla_log_det_laplacian" in hlo and "dot_general" not in hlo
+    else:
+        assert "custom_call" not in hlo and "dot_general" in hlo
+    assert "tinyla_log_det_laplacian" in traced.lower(lowering_platforms=("cpu",)).as_text()
