@@ -227,14 +227,29 @@ def folx_table(quick: bool, repeats: int) -> None:
     print("| n_el | folx sparsity | jnp ms | tinyla ms | stand-in ms | jnp / tinyla | det share of jnp | "
           "Amdahl bound | reached | XLA temp MiB jnp / tinyla | max rel. diff |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    # On a GPU tinyla has a backend for, tinyla's rule also with log_det_laplacian's jnp form (the
+    # lowering before that op had a GPU kernel: LOG_DET_LAPLACIAN_GPU_MAX_N = 0), timed beside the rest.
+    on_tinyla_gpu = jax.default_backend() in tlj.GPU_PLATFORMS
+    jnp_form_rows = []
     for sparsity in (0, FERMINET_FOLX_SPARSITY):
         for n in (4, 8, 16, 32):
             x = jnp.asarray(np.random.default_rng(n).standard_normal((walkers, 3 * n)))
             slogdets = {"jnp": jnp.linalg.slogdet, "tinyla": tlj.slogdet, **STANDINS}
             fns = {name: jax.jit(jax.vmap(lambda x, f=slater_log_psi(n, sl): folx.forward_laplacian(
                        f, sparsity_threshold=sparsity)(x).laplacian)) for name, sl in slogdets.items()}
+            if on_tinyla_gpu:
+                kernel_max_n, tlj.LOG_DET_LAPLACIAN_GPU_MAX_N = tlj.LOG_DET_LAPLACIAN_GPU_MAX_N, 0
+                try:  # compiled now, while the jnp form is what lowers
+                    fns["tinyla, jnp form"] = jax.jit(jax.vmap(lambda x, f=slater_log_psi(n, tlj.slogdet): (
+                        folx.forward_laplacian(f, sparsity_threshold=sparsity)(x).laplacian))).lower(x).compile()
+                finally:
+                    tlj.LOG_DET_LAPLACIAN_GPU_MAX_N = kernel_max_n
             print(f"  folx n_el={n} sparsity={sparsity} ...", end="", file=sys.stderr, flush=True)
             best, outs = time_calls(fns, x, repeats)
+            if on_tinyla_gpu:
+                jnp_form_rows.append(f"| {n} | {sparsity} | {best['tinyla'] * 1e3:.3f} | "
+                                     f"{best['tinyla, jnp form'] * 1e3:.3f} | "
+                                     f"{best['tinyla, jnp form'] / best['tinyla']:.2f}x |")
             print(" ".join(f"{c} {best[c] * 1e3:.2f} ms" for c in fns), file=sys.stderr, flush=True)
             standin, standin_time = fastest_standin(best)
             share = 1 - standin_time / best["jnp"]
@@ -245,6 +260,11 @@ def folx_table(quick: bool, repeats: int) -> None:
                   f"{standin_time * 1e3:.2f} ({standin}) | **{speedup:.2f}x** | {share:.0%} | {bound:.2f}x | "
                   f"{reached:.0%} | {temp_mib(fns['jnp'], x):.1f} / {temp_mib(fns['tinyla'], x):.1f} | "
                   f"{max_rel_diff(outs['tinyla'], outs['jnp']):.1e} |")
+    if jnp_form_rows:
+        print("\ntinyla's rule with log_det_laplacian's GPU kernel against its jnp form (the same run):")
+        print("| n_el | folx sparsity | kernel ms | jnp form ms | jnp form / kernel |")
+        print("|---:|---:|---:|---:|---:|")
+        print("\n".join(jnp_form_rows))
 
 
 def main() -> int:

@@ -22,7 +22,8 @@
 //   thread, an inverse one row per thread, stored as A^-T (consecutive threads,
 //   consecutive elements), and A^-1 by a transposition through the matrix's
 //   place in shared memory.
-// Both are grid-stride loops over the batch with 64-bit indices. No warp size
+// (log_det_laplacian, which factors nothing, has a kernel of its own: a block per matrix,
+// below.) All are grid-stride loops over the batch with 64-bit indices. No warp size
 // is assumed: a warp team's width, and a warp slot's, divides 32 and 64, its
 // shuffles stay within it, and a warp barrier is reached by every thread of the block.
 #pragma once
