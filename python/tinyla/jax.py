@@ -214,22 +214,10 @@ def _missing_gpu_lowering(ctx, *args, op, platform):
         f"(docs/gpu.md), or run on the CPU")
 
 
-def _with_closed_form(rule, op: str, platform: str):
-    """The lowering of `op` on `platform`: the closed form's XLA code where n is small enough
-    (CLOSED_FORM_MAX_N, read when lowering), else `rule`."""
-    closed_form = mlir.lower_fun(functools.partial(_closed_form.call, op), multiple_results=True)
-
+def _by_size(small, max_n, large):
+    """The lowering `small` for n <= max_n() (called when lowering), `large` above."""
     def lowering(ctx, *args):
-        if ctx.avals_in[0].shape[-1] <= CLOSED_FORM_MAX_N.get(platform, 0):
-            return closed_form(ctx, *args)
-        return rule(ctx, *args)
-    return lowering
-
-
-def _above(rule, max_n, reference):
-    """`rule` for n <= max_n(), `reference` (a lowering) above: read when lowering."""
-    def lowering(ctx, *args):
-        return (rule if ctx.avals_in[0].shape[-1] <= max_n() else reference)(ctx, *args)
+        return (small if ctx.avals_in[0].shape[-1] <= max_n() else large)(ctx, *args)
     return lowering
 
 
@@ -262,13 +250,14 @@ def _make_primitive(op: str, gpu_reference=None, gpu_kernel_max_n=None, closed_f
         if platform != "cpu" and gpu_reference is not None:
             rule = mlir.lower_fun(gpu_reference, multiple_results=True)
             if has_gpu_kernel and platform in _gpu_handlers:
-                rule = _above(kernel, gpu_kernel_max_n, rule)
+                rule = _by_size(kernel, gpu_kernel_max_n, rule)
         elif platform == "cpu" or platform in _gpu_handlers:
             rule = kernel
         else:
             rule = functools.partial(_missing_gpu_lowering, op=op, platform=platform)
-        if closed_form:
-            rule = _with_closed_form(rule, op, platform)
+        if closed_form:  # the closed form's XLA code where n is small enough (CLOSED_FORM_MAX_N)
+            rule = _by_size(mlir.lower_fun(functools.partial(_closed_form.call, op), multiple_results=True),
+                            lambda platform=platform: CLOSED_FORM_MAX_N.get(platform, 0), rule)
         mlir.register_lowering(prim, rule, platform=platform)
     return prim
 
