@@ -286,7 +286,11 @@ inline constexpr int max_laplacian_n = max_warp_width;
 inline constexpr int laplacian_widths[] = {8, 16, 32};
 inline constexpr int laplacian_width_count = int(sizeof laplacian_widths / sizeof laplacian_widths[0]);
 inline constexpr int laplacian_block = 128;  // threads per block to aim for
-constexpr int laplacian_width(int64_t n) { return n <= 8 ? 8 : n <= 16 ? 16 : 32; }
+constexpr int laplacian_width(int64_t n) {   // the narrowest that holds n
+  for (int w : laplacian_widths)
+    if (n <= w) return w;
+  return max_laplacian_n;
+}
 
 // Its shared memory, in elements E from the block's start: A^-T (n x n), then per group M_c
 // (n rows n + 1 apart: a column's entries, written by one thread each, and a row's, read by
