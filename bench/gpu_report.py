@@ -561,13 +561,11 @@ def predict_laplacian(g: Gpu, k: Kernel, plan: Plan, walkers: int, dense: bool) 
     tangents, rows = 3 * n, n if dense else 1
     complex_factor = 1 if plan.dtype.startswith("f") else 4
     read, write = (2 + tangents) * n * n * e, (tangents + 1) * e
-    group_warps = math.ceil(plan.team / g.warp)  # a group's instructions are its warp's (groups share one below 32)
-    groups_per_warp = max(1, g.warp // plan.team)
+    groups_per_warp = g.warp // plan.team  # groups (at most 32 threads) issue together in a warp / wave
     entries = tangents * rows * n  # multiply-adds a thread, in all its tangents
-    warp_instructions = walkers * entries * 2 / groups_per_warp * group_warps
+    warp_instructions = walkers * entries * 2 / groups_per_warp
     wavefronts = walkers * (entries + tangents * 3 * n) / groups_per_warp  # G's loads; M_c written, read twice
-    blocks = walkers
-    filled = min(resident, math.ceil(blocks / g.units) * math.ceil(plan.threads / g.warp))
+    filled = min(resident, math.ceil(walkers / g.units) * math.ceil(plan.threads / g.warp))  # a block per walker
     times = {
         "HBM": walkers * (read + write) / g.hbm_bytes_per_s,
         "FP64": walkers * tangents * 2 * rows * n * n * complex_factor / g.fp64_flops_per_s,
