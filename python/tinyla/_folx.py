@@ -12,8 +12,8 @@ column) -- a Slater matrix A_ij = phi_j(r_i) of one-electron orbitals -- dA/dx_c
 tr((A^-1 dA/dx_c)^2) = (d_c log det A)^2: O(n^2) per coordinate instead of O(n^3). Otherwise the
 dense Jacobian of one matrix goes to tinyla's log_det_laplacian kernel: A^-1 dA/dx_c formed and
 reduced in cache, never written, the Jacobian's zero rows skipped at run time (folx's default
-sparsity_threshold = 0 hands every rule a dense Jacobian, even for one-electron orbitals); a
-stack's is contracted by XLA (see _log_det).
+sparsity_threshold = 0 hands every rule a dense Jacobian, even for one-electron orbitals); on GPUs
+a stack's is contracted by XLA (see _log_det).
 """
 from __future__ import annotations
 
@@ -72,20 +72,28 @@ def _row_coordinates(mask: np.ndarray):
     return slot, coords
 
 
-# XLA's CPU reductions over a leading or a short axis of these (tangent, ..., n, n) arrays ran 3-10x
-# slower than the same sums written as element-wise adds, which fuse into one loop (n = 5..16).
-# That is the CPU's choice: GPUs take the reduction (lax.platform_dependent, resolved when
-# lowering). On an H100 (jax 0.11.2, bench/ansatz.py's folx local energy, n_el = 16, 4096
-# walkers, stacks of K = 16 blocks of n = 8, all in one process): jnp 45.1 ms, tinyla with the
-# pair sums unrolled 50.5, with the reduction 40.5, the zero-cost stand-in 31.9.
-_UNROLLED_PAIRS_MAX_N = 16
-# For stacks of matrices (see _log_det): M_c = A^-1 dA/dx_c as a dot for these n, as fused
-# element-wise products elsewhere. The fused form takes folx's Jacobian into its loop, so when that
-# Jacobian is itself a fused expression (the product rule of the orbitals) XLA recomputes it for
-# each of the n terms of every entry; a dot's operand is written once. Measured on the folx
-# Laplacian of bench/qmc_workload.py's Slater ansatz (256 walkers, XLA CPU, both in one process):
-# the dot 5-16 % faster at n = 7..15, the fused form 12-14 % faster at n = 4..6 and 1-8 % at
-# n = 16..24 (there XLA writes the Jacobian out itself). Not timed on a GPU.
+# Platforms on which a stack of matrices (K determinants per folx call, FermiNet's form) with a
+# dense Jacobian goes to the log_det_laplacian kernel too; elsewhere XLA contracts it (_log_det).
+# The kernel needs the Jacobian written out, in its own layout, where XLA's contraction fuses the
+# Jacobian's producer into its loop; on the CPU the kernel was faster all the same. bench/ansatz.py's
+# FermiNet-like model, folx's local energy (K = 16, two spin blocks of n, one thread, a Zen 4
+# guest, 2026-11-28, min ms of 5 calls, 2 or 3 alternating processes each, XLA's form -> the kernel):
+# n = 2 59-60 -> 60-62, n = 3 132-138 -> 130-136, n = 5 396-452 -> 342-381, n = 8 1122-1138 ->
+# 1035-1129, n = 12 686-695 -> 614-632, n = 14 1028-1136 -> 905-917, n = 16 1248-1398 ->
+# 1171-1480 (faster in 3 of 5), n = 24 (16 walkers) 917-972 -> 843-892; the zero-cost stand-in
+# 585-594 at n = 12, 829-883 at 14, 1141-1226 at 16. XLA's temporaries the same (+2 MiB of 970 at
+# n = 8). GPUs keep XLA's form, which an H100 ran as below; the kernel is not timed there.
+_STACK_KERNEL_PLATFORMS = ("cpu",)
+# For XLA's form (GPUs): M_c = A^-1 dA/dx_c as a dot for these n, as fused element-wise products
+# elsewhere. The fused form takes folx's Jacobian into its loop, so when that Jacobian is itself a
+# fused expression (the product rule of the orbitals) XLA recomputes it for each of the n terms of
+# every entry; a dot's operand is written once. Measured on the CPU (the folx Laplacian of
+# bench/qmc_workload.py's Slater ansatz, 256 walkers, both in one process, when the CPU took this
+# form): the dot 5-16 % faster at n = 7..15, the fused form 12-14 % faster at n = 4..6 and 1-8 % at
+# n = 16..24 (there XLA writes the Jacobian out itself). tr(M_c M_c) is a reduction: on an H100
+# (jax 0.11.2, bench/ansatz.py's folx local energy, n_el = 16, 4096 walkers, stacks of K = 16 blocks
+# of n = 8, all in one process) jnp 45.1 ms, tinyla with the pair sums as element-wise adds 50.5,
+# with the reduction 40.5, the zero-cost stand-in 31.9.
 _DOT_PRODUCTS_N = range(7, 16)
 
 
@@ -125,39 +133,36 @@ def _log_det(a: FwdLaplArray, inverse_t):
         index = np.broadcast_to(coords.reshape(-1, *(1,) * (grad.ndim - 1)), grad.shape)
         return FwdJacobian(grad, index), laplacian
     dense = jnp.broadcast_to(a.jacobian.dense_array, (a.jacobian.data.shape[0], *shape))  # (K, ..., n, n)
-    n = shape[-1]
-    if len(shape) == 2:
-        # One matrix per folx call (vmap over walkers, as folx is used): tinyla's
-        # log_det_laplacian kernel forms each A^-1 dA/dx_c in cache only and skips the Jacobian's
-        # zero rows at run time. For a stack of matrices (K determinants), XLA fuses the Jacobian's
-        # producer into its own contraction, where the kernel needs the Jacobian written out:
-        # measured on bench/ansatz.py's FermiNet-like model (dense Jacobians, K = 16, n = 8 and 16),
-        # the kernel's step was 5-20 % slower there, so stacks keep the XLA form below.
-        lap_a = jnp.broadcast_to(a.laplacian, shape)
-        grad, laplacian = _tlj._log_det_laplacian(inverse_t, lap_a, jnp.moveaxis(dense, 0, -3))
-        return FwdJacobian.from_dense(jnp.moveaxis(grad, -1, 0)), laplacian
-    laplacian = jnp.sum(inverse_t * a.laplacian, axis=(-2, -1))  # tr(A^-1 Delta A)
-    if n == 0:  # det of a 0 x 0 matrix: 1 whatever x is
-        return FwdJacobian.from_dense(jnp.zeros(dense.shape[:-2], dense.dtype)), laplacian
+    if shape[-1] == 0:  # det of a 0 x 0 matrix: 1 whatever x is
+        return (FwdJacobian.from_dense(jnp.zeros(dense.shape[:-2], dense.dtype)),
+                jnp.zeros(shape[:-2], inverse_t.dtype))
+    lap_a = jnp.broadcast_to(a.laplacian, shape)
+    if len(shape) == 2:  # one matrix per folx call (vmap over walkers, as folx is used)
+        grad, laplacian = _kernel_contraction(inverse_t, lap_a, dense)
+    else:
+        branches = {p: _kernel_contraction for p in _STACK_KERNEL_PLATFORMS}
+        grad, laplacian = jax.lax.platform_dependent(inverse_t, lap_a, dense, **branches, default=_xla_contraction)
+    return FwdJacobian.from_dense(grad), laplacian
+
+
+def _kernel_contraction(inverse_t, lap_a, dense):
+    """(tr M_c (C, ...), the Laplacian (...)) by tinyla's log_det_laplacian kernel: each
+    M_c = A^-1 dA/dx_c formed in cache only, the Jacobian's zero rows skipped at run time."""
+    grad, laplacian = _tlj._log_det_laplacian(inverse_t, lap_a, jnp.moveaxis(dense, 0, -3))
+    return jnp.moveaxis(grad, -1, 0), laplacian
+
+
+def _xla_contraction(inverse_t, lap_a, dense):
+    """The same as XLA code (see _STACK_KERNEL_PLATFORMS)."""
+    n = inverse_t.shape[-1]
     inverse = jnp.swapaxes(inverse_t, -1, -2)
-    if n in _DOT_PRODUCTS_N:  # M_c = A^-1 dA/dx_c
+    if n in _DOT_PRODUCTS_N:
         products = jnp.einsum("...ij,k...jd->k...id", inverse, dense, precision=jax.lax.Precision.HIGHEST)
     else:
         products = _tlj._matmul(inverse, dense)
     grad = _add_all(products[..., i, i] for i in range(n))  # tr M_c
-
-    def reduced(products):  # tr(M_c M_c)
-        return jnp.sum(products * jnp.swapaxes(products, -1, -2), axis=(-2, -1))
-
-    def paired(products):  # the same as element-wise adds (see _UNROLLED_PAIRS_MAX_N)
-        return _add_all(products[..., i, j] * products[..., j, i] for i in range(n) for j in range(n))
-
-    if n <= _UNROLLED_PAIRS_MAX_N:
-        squares = jax.lax.platform_dependent(products, cpu=paired, default=reduced)
-    else:
-        squares = reduced(products)
-    laplacian = laplacian - _sum_tangents(squares)
-    return FwdJacobian.from_dense(grad), laplacian
+    squares = jnp.sum(products * jnp.swapaxes(products, -1, -2), axis=(-2, -1))  # tr(M_c M_c)
+    return grad, jnp.sum(inverse_t * lap_a, axis=(-2, -1)) - _sum_tangents(squares)  # tr(A^-1 Delta A) - ...
 
 
 def _padded(data, width: int):
