@@ -229,7 +229,7 @@ def folx_table(quick: bool, repeats: int) -> None:
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     # On a GPU tinyla has a backend for, tinyla's rule also with log_det_laplacian's jnp form (the
     # lowering before that op had a GPU kernel: LOG_DET_LAPLACIAN_GPU_MAX_N = 0), timed beside the rest.
-    on_tinyla_gpu = jax.default_backend() in tlj.GPU_PLATFORMS
+    on_tinyla_gpu = tlj._default_platform() in tlj.GPU_PLATFORMS
     jnp_form_rows = []
     for sparsity in (0, FERMINET_FOLX_SPARSITY):
         for n in (4, 8, 16, 32):

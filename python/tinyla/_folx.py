@@ -74,15 +74,11 @@ def _row_coordinates(mask: np.ndarray):
 
 # Platforms on which a stack of matrices (K determinants per folx call, FermiNet's form) with a
 # dense Jacobian goes to the log_det_laplacian kernel too; elsewhere XLA contracts it (_log_det).
-# The kernel needs the Jacobian written out, in its own layout, where XLA's contraction fuses the
-# Jacobian's producer into its loop; on the CPU the kernel was faster all the same. bench/ansatz.py's
-# FermiNet-like model, folx's local energy (K = 16, two spin blocks of n, one thread, a Zen 4
-# guest, 2026-11-28, min ms of 5 calls, 2 or 3 alternating processes each, XLA's form -> the kernel):
-# n = 2 59-60 -> 60-62, n = 3 132-138 -> 130-136, n = 5 396-452 -> 342-381, n = 8 1122-1138 ->
-# 1035-1129, n = 12 686-695 -> 614-632, n = 14 1028-1136 -> 905-917, n = 16 1248-1398 ->
-# 1171-1480 (faster in 3 of 5), n = 24 (16 walkers) 917-972 -> 843-892; the zero-cost stand-in
-# 585-594 at n = 12, 829-883 at 14, 1141-1226 at 16. XLA's temporaries the same (+2 MiB of 970 at
-# n = 8). GPUs keep XLA's form, which an H100 ran as below; the kernel is not timed there.
+# The kernel needs the Jacobian written out where XLA's contraction fuses the Jacobian's producer
+# into its loop; on the CPU the kernel was faster all the same: bench/ansatz.py's folx energy 8-16 %
+# faster at n = 5..14 and 24 (best against best), at 16 in 3 of 5 runs, equal at n = 2, 3, with as
+# much memory (docs/benchmarks.md, Table 3). GPUs keep XLA's form, which an H100 ran as below; the
+# kernel is not timed on stacks there.
 _STACK_KERNEL_PLATFORMS = ("cpu",)
 # For XLA's form (GPUs): M_c = A^-1 dA/dx_c as a dot for these n, as fused element-wise products
 # elsewhere. The fused form takes folx's Jacobian into its loop, so when that Jacobian is itself a

@@ -128,6 +128,16 @@ _gpu_handlers = _load_gpu_handlers()
 GPU_PLATFORMS: tuple[str, ...] = tuple(_gpu_handlers)  # jax platforms with tinyla kernels, e.g. ("cuda",)
 
 
+@functools.cache
+def _default_platform() -> str:
+    """The platform jax lowers for on its default backend: "cpu", "cuda", "rocm" or "other"
+    (jax.default_backend() says "gpu" for both GPUs). Asked of lax.platform_dependent itself."""
+    names = ("cpu", "cuda", "rocm")
+    branches = {p: (lambda i=i: jnp.int32(i)) for i, p in enumerate(names)}
+    index = int(jax.jit(lambda: jax.lax.platform_dependent(**branches, default=lambda: jnp.int32(-1)))())
+    return names[index] if index >= 0 else "other"
+
+
 def _result_types(op: str, avals) -> list[tuple[tuple, np.dtype]]:
     a = avals[0]
     batch, real = a.shape[:-2], real_dtype(a.dtype)

@@ -132,6 +132,12 @@ def slater(n, one_electron: bool, seed=0):
     return orbitals
 
 
+def log_det_laplacian_kernel_runs(n: int) -> bool:
+    """Whether log_det_laplacian lowers to tinyla's kernel here (else its jnp form)."""
+    platform = tlj._default_platform()
+    return platform == "cpu" or (platform in tlj.GPU_PLATFORMS and n <= tlj.LOG_DET_LAPLACIAN_GPU_MAX_N)
+
+
 def hessian_trace(f):
     """The reference Laplacian, jit'ed (op by op it took seconds per test)."""
     return jax.jit(lambda x: jnp.trace(jax.hessian(f)(x)))
@@ -150,11 +156,11 @@ def test_folx_laplacian_equals_hessian_trace(n, one_electron):
     np.testing.assert_allclose(result.jacobian.dense_array, jax.jit(jax.grad(f))(x), rtol=1e-10, atol=1e-12)
     hlo = jax.jit(folx.forward_laplacian(f)).lower(x).as_text()
     # the rule's one fused call, not folx's generic path (which a closed form's XLA code takes)
-    if n > tlj.CLOSED_FORM_MAX_N.get(jax.default_backend(), 0):
+    if n > tlj.CLOSED_FORM_MAX_N.get(tlj._default_platform(), 0):
         assert hlo.count("tinyla_slogdet_inv_transposed") >= 1 and "tinyla_inv" not in hlo.replace(
             "tinyla_inv_transposed", "")
-    if not one_electron:  # a dense Jacobian: the log_det_laplacian kernel (GPUs: its jnp form)
-        assert ("tinyla_log_det_laplacian" in hlo) == (jax.default_backend() == "cpu")
+    if not one_electron:  # a dense Jacobian: the log_det_laplacian kernel (GPUs: up to its size, else its jnp form)
+        assert ("tinyla_log_det_laplacian" in hlo) == log_det_laplacian_kernel_runs(n)
 
 
 def test_folx_stack_rule_takes_the_kernel_on_the_cpu_and_xla_on_gpus():
@@ -221,9 +227,9 @@ def test_log_det_laplacian_kernel_matches_its_jnp_form(n, dtype):
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * max(n, 1) ** 2)
     vmapped = jax.vmap(_log_det_laplacian, in_axes=(1, 1, 1), out_axes=1)(inverse_t, lap_a, da)
     for got, want in zip(vmapped, _log_det_laplacian(inverse_t, lap_a, da)):
-        if jax.default_backend() == "cpu":  # the kernel: each matrix's bits whatever the batch
+        if log_det_laplacian_kernel_runs(n):  # the kernel: each matrix's bits whatever the batch
             np.testing.assert_array_equal(got, want)
-        else:  # the jnp form (no GPU kernel): XLA's products, whose rounding follows the layout
+        else:  # the jnp form: XLA's products, whose rounding follows the layout
             np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14 * max(n, 1) ** 2)
     if dtype != np.float64:
         return
