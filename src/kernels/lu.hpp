@@ -112,10 +112,14 @@ template <class E> struct det_accum {
       expo = expo + e;
     }
   }
-  // sign as reported: 0 when singular, nan when nan, re-normalized phase.
+  // sign as reported: 0 when singular, nan when nan; complex: sign / |sign|, each part divided
+  // (a reciprocal and two products could leave a real product's phase 1 - 2^-53).
   TINYLA_HD E reported_sign() const {
     E s = sign;
-    if constexpr (is_complex) s = scale_by(s, L(1) / modulus(s));
+    if constexpr (is_complex) {
+      const L m = modulus(s);
+      s = E{s.re / m, s.im / m};
+    }
     s = select(mant == L(0), make_element<E>(0.0), s);
     return select(is_nan(mant), nan_element<E>(), s);
   }
