@@ -121,7 +121,7 @@ template <class T, class E> void adjugate_from_getrf(std::vector<T>& lu, const s
   for (int i = 0; i < n; ++i) std::swap(row_at[i], row_at[ipiv[i] - 1]);
   E chain = kern::make_element<E>(1.0);
   for (std::size_t i = 1; i < zeros.size(); ++i) chain = chain * g(zeros[i - 1], row_at[zeros[i]]);
-  const E factor = scale.mantissa();
+  const E factor = kern::scale_by(scale.reported_sign(), scale.mant);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) {
       const E v = zeros.empty() ? g(i, j) : chain * g(i, row_at[zeros.front()]) * g(zeros.back(), j);

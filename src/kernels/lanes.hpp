@@ -227,8 +227,31 @@ template <class L> TINYLA_HD cplx<L> reciprocal_or_zero(cplx<L> y) {
   return select(z, zero, divide(one, select(z, one, y)));
 }
 
-// 2^(digits + 1): what takes any nonzero subnormal of T to a normal number,
-// exactly (a subnormal is at least 2^(min_exponent - digits)).
+// 2^subnormal_lift_exponent: what takes any nonzero subnormal of T to a normal
+// number, exactly (a subnormal is at least 2^(min_exponent - digits)).
+template <class T> inline constexpr int subnormal_lift_exponent = std::numeric_limits<T>::digits + 1;
 template <class T> inline constexpr T subnormal_lift = T(1ull << std::numeric_limits<T>::digits) * T(2);
+
+// Scales y by subnormal_lift, exactly, where its larger component is
+// subnormal: then that component is normal, and 1/max|y| and |y| keep full
+// precision. Returns the exponent used (0 or digits+1) for the caller to undo.
+template <class L> TINYLA_HD L lift_subnormal(cplx<L>& y) {
+  using T = lane_real<L>;
+  const auto sub = max_component(y) < L(std::numeric_limits<T>::min());
+  y = select(sub, y * L(subnormal_lift<T>), y);
+  return select(sub, L(T(subnormal_lift_exponent<T>)), L(0));
+}
+
+// y / |y| for y != 0, also for infinite y (the direction of its infinite
+// components, as C99's carg) and subnormal y.
+template <class L> TINYLA_HD cplx<L> unit_phase(cplx<L> y) {
+  lift_subnormal(y);
+  const L m = max_component(y);
+  const auto inf = is_infinite(y);
+  auto dir = [&](L c) { return select(is_infinite(c), select(c < L(0), L(-1), L(1)), L(0)); };
+  const L inv_m = L(1) / select(m == L(0), L(1), m);
+  cplx<L> q = select(inf, cplx<L>{dir(y.re), dir(y.im)}, y * inv_m);  // max component now 1
+  return q * (L(1) / modulus(q));
+}
 
 }  // namespace tinyla::TINYLA_KERNEL_NS

@@ -37,111 +37,53 @@ template <int N, int M> struct shape {
   }
 };
 
-template <class E> TINYLA_HD E scale_pow2(E x, lane_of<E> e) {
-  if constexpr (element_traits<E>::is_complex) return {ldexp2(x.re, e), ldexp2(x.im, e)};
-  else return ldexp2(x, e);
-}
-
-// x = m * 2^e with m's largest component in [0.5, 1) (exact), or m = x, e = 0
-// for 0, inf and nan.
-template <class E> struct split_exponent {
-  using L = lane_of<E>;
-  E m;
-  L e;
-  TINYLA_HD explicit split_exponent(E x) {
-    frexp2(max_component(x), e);
-    m = scale_pow2(x, -e);
-  }
-};
-
-// det = mantissa() * 2^expo, a pivot at a time. mant == 0 means singular (a zero
-// pivot, whatever comes after it), nan a NaN pivot before any zero pivot.
-// Real: sign is +-1 and mant = |mantissa|, in [0.5, 1) once normalized.
-// Complex: sign is the product of the pivots' mantissas itself (each pivot scaled
-// by a power of two to a larger part in [0.5, 1), exactly; the product brought
-// back there by normalize()), and mant only what special pivots make of |det|:
-// 1, or 0, inf, nan. The determinant is then rounded only by its complex
-// products, as a product of the pivots is (n = 1: the entry itself, exactly);
-// a modulus and a unit phase per pivot rounded it several times more (complex64,
-// n = 1: up to 1.6 ulp; n = 3, 4: median 1.0 and 1.2 ulp against 0.7 and 0.95
-// for cgetrf's pivots multiplied).
-// Readers (logabsdet, determinant, mantissa) need at most 16 multiply()s since a
-// normalize() (or a fresh accumulator): the mantissa stays within 2^+-16.
+// |det| = mant * 2^expo, det = sign * |det|. sign is +-1 (real) or a unit
+// complex phase; mant == 0 means singular (a zero pivot, whatever comes
+// after it), nan means a NaN pivot before any zero pivot. Readers
+// (logabsdet, determinant) need it normalized: 0.5 <= mant <= 1, which a
+// fresh accumulator, one multiply() on it, and normalize() all leave.
 template <class E> struct det_accum {
   using L = lane_of<E>;
-  static constexpr bool is_complex = element_traits<E>::is_complex;
   E sign = make_element<E>(1.0);
   L mant = L(1);
   L expo = L(0);
 
   TINYLA_HD void flip(mask_of<L> m) { sign = select(m, -sign, sign); }
   TINYLA_HD void multiply(E pivot) {
-    // The first zero pivot decides, as LAPACK's info > 0 does for numpy:
-    // later pivots may be inf or NaN (0 * inf in the elimination).
-    if constexpr (is_complex) {
+    L mag, lifted = L(0);
+    if constexpr (element_traits<E>::is_complex) {
+      lifted = lift_subnormal(pivot);  // else |pivot| would round to a subnormal
       // A NaN part makes the determinant NaN even beside an infinite part (which
       // modulus, as C99's cabs, counts as an infinity): elimination cannot tell
       // a NaN entry carried next to an inf from inf - inf, and numpy says NaN.
       const auto nan_re = is_nan(pivot.re), nan_im = is_nan(pivot.im);  // named: no || for bool lanes
-      const auto nan = nan_re | nan_im, inf = is_infinite(pivot) & !nan;
-      // An infinite pivot: its direction (C99's carg) in sign, the infinity in mant.
-      auto dir = [](L c) { return select(is_infinite(c), select(c < L(0), L(-1), L(1)), L(0)); };
-      const split_exponent<E> p(select(inf, E{dir(pivot.re), dir(pivot.im)}, pivot));
-      const L special =
-          select(nan, L(std::numeric_limits<lane_real<L>>::quiet_NaN()),
-                 select(inf, L(std::numeric_limits<lane_real<L>>::infinity()), select(is_zero(pivot), L(0), L(1))));
-      mant = select(mant == L(0), mant, mant * special);
-      sign = sign * p.m;
-      expo = expo + p.e;
+      mag = select(nan_re | nan_im, L(std::numeric_limits<lane_real<L>>::quiet_NaN()), modulus(pivot));
+      sign = select(mag == L(0), sign, sign * unit_phase(pivot));
     } else {
+      mag = absval(pivot);
       sign = select(pivot < L(0), -sign, sign);
-      L e;
-      const L f = frexp2(absval(pivot), e);
-      mant = select(mant == L(0), mant, mant * f);
-      expo = expo + e;
     }
+    L e;
+    const L f = frexp2(mag, e);
+    // The first zero pivot decides, as LAPACK's info > 0 does for numpy:
+    // later pivots may be inf or NaN (0 * inf in the elimination).
+    mant = select(mant == L(0), mant, mant * f);
+    expo = expo + e - lifted;
   }
   TINYLA_HD void normalize() {
-    if constexpr (is_complex) {
-      const split_exponent<E> s(sign);
-      sign = s.m;
-      expo = expo + s.e;
-    } else {
-      L e;
-      mant = frexp2(mant, e);
-      expo = expo + e;
-    }
+    L e;
+    mant = frexp2(mant, e);
+    expo = expo + e;
   }
-  // sign as reported: 0 when singular, nan when nan; complex: sign / |sign|, each part divided
-  // (a reciprocal and two products could leave a real product's phase 1 - 2^-53).
+  // sign as reported: 0 when singular, nan when nan, re-normalized phase.
   TINYLA_HD E reported_sign() const {
     E s = sign;
-    if constexpr (is_complex) {
-      const L m = modulus(s);
-      s = E{s.re / m, s.im / m};
-    }
+    if constexpr (element_traits<E>::is_complex) s = scale_by(s, L(1) / modulus(s));
     s = select(mant == L(0), make_element<E>(0.0), s);
     return select(is_nan(mant), nan_element<E>(), s);
   }
-  // det / 2^expo.
-  TINYLA_HD E mantissa() const {
-    if constexpr (is_complex) return select(mant == L(1), sign, scale_by(reported_sign(), mant));
-    else return scale_by(reported_sign(), mant);
-  }
-  TINYLA_HD L logabsdet() const {
-    if constexpr (is_complex) {
-      L e;
-      const L m = frexp2(modulus(sign), e);
-      return log_scaled(select(mant == L(1), m, mant), expo + e);
-    } else {
-      return log_scaled(mant, expo);
-    }
-  }
-  TINYLA_HD E determinant() const {
-    if constexpr (is_complex)
-      return select(mant == L(1), scale_pow2(sign, expo), scale_by(reported_sign(), ldexp2(mant, expo)));
-    else return scale_by(reported_sign(), ldexp2(mant, expo));
-  }
+  TINYLA_HD L logabsdet() const { return log_scaled(mant, expo); }
+  TINYLA_HD E determinant() const { return scale_by(reported_sign(), ldexp2(mant, expo)); }
 };
 
 // Stands in for det_accum where no output needs the determinant (inv, solve):
@@ -382,6 +324,23 @@ template <class L> TINYLA_HD cplx<L> diff_of_products(cplx<L> x, cplx<L> y, cplx
   L im = diff_of_products(x.re, y.im, u.im, v.re) + diff_of_products(x.im, y.re, u.re, v.im);
   return {re, im};
 }
+
+template <class E> TINYLA_HD E scale_pow2(E x, lane_of<E> e) {
+  if constexpr (element_traits<E>::is_complex) return {ldexp2(x.re, e), ldexp2(x.im, e)};
+  else return ldexp2(x, e);
+}
+
+// x = m * 2^e with m's largest component in [0.5, 1) (exact), or m = x, e = 0
+// for 0, inf and nan.
+template <class E> struct split_exponent {
+  using L = lane_of<E>;
+  E m;
+  L e;
+  TINYLA_HD explicit split_exponent(E x) {
+    frexp2(max_component(x), e);
+    m = scale_pow2(x, -e);
+  }
+};
 
 // x*y - u*v = p * 2^s, from factors given as mantissa * 2^exponent: the
 // smaller product is brought to the larger's exponent (where that underflows
@@ -729,7 +688,7 @@ template <class E> struct scale_by_accum {
   L expo;
   mask_of<L> in_range;
   bool any_out_of_range;
-  TINYLA_HD explicit scale_by_accum(const det_accum<E>& s) : factor(s.mantissa()), expo(s.expo) {
+  TINYLA_HD explicit scale_by_accum(const det_accum<E>& s) : factor(scale_by(s.reported_sign(), s.mant)), expo(s.expo) {
     in_range = (s.expo < L(std::numeric_limits<T>::max_exponent)) & (s.expo > L(std::numeric_limits<T>::min_exponent));
     value = scale_pow2(factor, select(in_range, s.expo, L(0)));
     any_out_of_range = any_of(!in_range);

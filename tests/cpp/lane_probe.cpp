@@ -61,9 +61,10 @@ template <class R, class L> void run(const R* x, const R* y, const R* z, const R
     put(output::c_modulus, i, modulus(p));
     put(output::c_max_component, i, max_component(p));
     put(output::c_pivot_magnitude, i, pivot_magnitude(p));
-    const cplx<L> quo = divide(p, q), rec = reciprocal_or_zero(p);
+    const cplx<L> quo = divide(p, q), rec = reciprocal_or_zero(p), ph = unit_phase(p);
     put(output::c_divide_re, i, quo.re), put(output::c_divide_im, i, quo.im);
     put(output::c_reciprocal_re, i, rec.re), put(output::c_reciprocal_im, i, rec.im);
+    put(output::c_unit_phase_re, i, ph.re), put(output::c_unit_phase_im, i, ph.im);
     put(output::c_is_infinite, i, as_lane<L>(is_infinite(p)));
   }
 }

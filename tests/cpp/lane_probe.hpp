@@ -35,6 +35,8 @@ enum output : int {
   c_divide_im,
   c_reciprocal_re,
   c_reciprocal_im,
+  c_unit_phase_re,
+  c_unit_phase_im,
   c_is_infinite,
   output_count
 };

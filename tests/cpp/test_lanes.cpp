@@ -240,6 +240,10 @@ TYPED_TEST(Lanes, ScalarLaneMatchesTheCLibrary) {
       EXPECT_LE(ulps(at(output::c_modulus, i), R(std::hypot((long double)x, (long double)y))), 2);  // may be inf
       EXPECT_EQ(at(output::c_max_component, i), std::max(std::fabs(x), std::fabs(y)));
       EXPECT_EQ(at(output::c_pivot_magnitude, i), std::fabs(x) + std::fabs(y));
+      if (x != 0 || y != 0) {
+        const std::complex<long double> ph(at(output::c_unit_phase_re, i), at(output::c_unit_phase_im, i));
+        EXPECT_LE(std::abs(ph - p / std::abs(p)), 4 * lim::epsilon()) << ph.real() << " " << ph.imag();
+      }
     } else if (std::isinf(x) || std::isinf(y)) {
       EXPECT_EQ(at(output::c_modulus, i), lim::infinity());  // C99: an infinite part, even beside NaN
       EXPECT_EQ(at(output::c_is_infinite, i), R(1));
