@@ -178,11 +178,11 @@ TYPED_TEST(Special, InfEntriesNeverGiveFiniteLogabsdet) {
 
 // A subnormal pivot (row and column p hold only s, complex s = (t, t/2)):
 // every op agrees with the long-double reference. t = min/2 has a finite
-// reciprocal; t = denorm_min * 2^(digits/2) has not (then A^-1's row p holds
-// inf and NaN, its other rows are checked, the solution is not: back
-// substitution carries x_p = inf into x_0..x_p as 0 * inf). Before the fix the
-// complex phase was NaN (1/max|s| overflowed in the phase) and the LAPACK path
-// (n > 32) returned NaN for real types too (OpenBLAS scales by 1/s: 0 * inf).
+// reciprocal; t = denorm_min * 2^(digits/2) has not (then row p of A^-1 and
+// x_p are inf or NaN, and what lies outside their reach is checked: A^-1's
+// other rows, x below p). Before the fix the complex phase was NaN (1/max|s|
+// overflowed in the phase) and the LAPACK path (n > 32) returned NaN for real
+// types too (OpenBLAS scales by 1/s: 0 * inf).
 TYPED_TEST(Special, SubnormalPivotsGiveTheReferenceValues) {
   using T = TypeParam;
   using R = real_t<T>;
@@ -235,7 +235,7 @@ TYPED_TEST(Special, SubnormalPivotsGiveTheReferenceValues) {
       // Row p of A^-1 holds 1/s, beyond the range: inf, or NaN (inf * 0) where the
       // substitutions carry it. No other row reaches that pivot: each keeps the
       // reference's accuracy (LAPACK's getri and numpy's inv make the rows above it NaN).
-      // The solution: x_p = inf, back substitution's 0 * inf above it, accurate below.
+      // The solution: x_p = inf, back substitution's 0 * inf above it (n >= 3), accurate below.
       for (const auto* out : {&x, &xf}) {
         const char* op = out == &x ? "inv" : "slogdet_inv";
         bool row_p_overflows = false;
