@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "cpu/dispatch.hpp"
 #include "reference.hpp"
@@ -112,6 +113,7 @@ template <class T> bool same(T x, T y) {
   if (isnan_any(x) || isnan_any(y)) return isnan_any(x) && isnan_any(y);
   return std::memcmp(&x, &y, sizeof(T)) == 0;
 }
+bool same(int32_t x, int32_t y) { return x == y; }
 template <class T> bool same(const std::vector<T>& x, const std::vector<T>& y) {
   if (x.size() != y.size()) return false;
   for (size_t i = 0; i < x.size(); ++i)
@@ -157,10 +159,21 @@ template <class T> outputs<T> run_ops(const std::vector<T>& a, const std::vector
   return o;
 }
 
-template <class T> bool same(const outputs<T>& x, const outputs<T>& y) {
-  return same(x.sign, y.sign) && same(x.det, y.det) && same(x.inv, y.inv) && same(x.inv_t, y.inv_t) &&
-         same(x.sol, y.sol) && same(x.logabs, y.logabs) && x.info == y.info && x.info_s == y.info_s &&
-         same(x.grad, y.grad) && same(x.lap, y.lap) && same(x.adj, y.adj);
+// The first output in which x and y differ ("" if none), with the entry: what a failure reports.
+template <class T> std::string first_difference(const outputs<T>& x, const outputs<T>& y) {
+  std::string where;
+  auto check = [&](const char* name, const auto& u, const auto& v) {
+    if (!where.empty()) return;
+    if (u.size() != v.size()) where = std::string(name) + " (size)";
+    for (size_t i = 0; where.empty() && i < u.size(); ++i)
+      if (!same(u[i], v[i])) where = std::string(name) + " entry " + std::to_string(i);
+  };
+  check("sign", x.sign, y.sign), check("logabsdet", x.logabs, y.logabs), check("det", x.det, y.det);
+  check("inv", x.inv, y.inv), check("inv_transposed", x.inv_t, y.inv_t), check("solve", x.sol, y.sol);
+  check("info", x.info, y.info), check("solve's info", x.info_s, y.info_s);
+  check("log_det_laplacian's grad", x.grad, y.grad), check("log_det_laplacian", x.lap, y.lap);
+  check("adjugate", x.adj, y.adj);
+  return where;
 }
 
 template <class T> long double norm_inf(const T* x, int n, int cols) {
@@ -315,7 +328,8 @@ template <class T> void fuzz(reader& in, int n, int64_t batch, int m) {
   const std::string chosen = tinyla::cpu::current_backend().name;
   for (const char* isa : {"scalar", "vec128", "avx2", "avx512"}) {
     if (!tinyla::cpu::select_backend(isa)) continue;
-    FUZZ_CHECK(same(run_ops(a, rhs, batch, n, m), o), "backend %s differs from %s", isa, chosen.c_str());
+    const std::string diff = first_difference(run_ops(a, rhs, batch, n, m), o);
+    FUZZ_CHECK(diff.empty(), "backend %s differs from %s: %s", isa, chosen.c_str(), diff.c_str());
   }
   tinyla::cpu::choose_backend_for_this_cpu();
 }
