@@ -410,11 +410,13 @@ template <class T> inline constexpr T unscaled_bound = [] {
   for (int i = 0; i < std::numeric_limits<T>::max_exponent / 4 - 2; ++i) b *= 2;
   return b;
 }();
-// True in lanes where x is 0 or within 2^+-(max_exponent/4 - 2). Where all
-// four entries of a 2x2 are (and, for a solve, the right-hand side's), ad - bc
-// needs no scaling (no product or rounding error under- or overflows, and a
-// nonzero exact det is a normal number), and split_2x2 gives those lanes the
-// unscaled form's bits, so lanes do not depend on their neighbours.
+// True in lanes where x is 0 or within 2^+-(max_exponent/4 - 2) (complex: its larger
+// part). Where all four entries of a 2x2 are (and, for a solve, the right-hand side's),
+// ad - bc needs no scaling, and split_2x2 gives those lanes the unscaled form's bits, so
+// lanes do not depend on their neighbours. Real entries: no product or rounding error
+// under- or overflows, and a nonzero exact det is a normal number. A complex entry's
+// smaller part may be tiny, even subnormal, and det too where the larger parts cancel
+// exactly: the inverse lifts such a det as pivot_inverse lifts a pivot (invert_2x2).
 template <class E> TINYLA_HD mask_of<lane_of<E>> safe_for_unscaled(E x) {
   using L = lane_of<E>;
   using T = lane_real<L>;
@@ -528,15 +530,23 @@ template <class E, class Acc> TINYLA_HD lane_of<E> invert_2x2(const E* a, E* x, 
   using L = lane_of<E>;
   if (!any_unsafe_for_unscaled_2x2(a)) {
     // The common case, the unscaled form's bits with fewer operations: every entry is in the
-    // safe range, so det is 0 or a normal number (safe_for_unscaled) and its reciprocal needs
-    // none of pivot_inverse's lifting, and det == 0 is the singular case (a zero first column
-    // gives exactly 0). Entries written one by one: through an array passed to a helper,
+    // safe range, and det == 0 is the singular case (a zero first column gives exactly 0).
+    // Real entries make det 0 or a normal number (safe_for_unscaled): its reciprocal needs
+    // none of pivot_inverse's lifting. Complex ones may make it subnormal; lifted, as the
+    // split path below lifts it, a lane's bits do not depend on whether a neighbour sends
+    // its group there. Entries written one by one: through an array passed to a helper,
     // complex128 kept them on the stack (AVX2 and AVX-512: 1.1x the inverse's time).
     const E det = diff_of_products(a[0], a[3], a[1], a[2]);
     acc.multiply(det);
-    const E r = reciprocal_or_zero(det);
-    const E y1 = -a[1] * r, y2 = -a[2] * r;
-    x[0] = a[3] * r, x[3] = a[0] * r;
+    E y0, y1, y2, y3;
+    if constexpr (element_traits<E>::is_complex) {
+      const pivot_inverse<E> pinv(det);
+      y0 = pinv.apply(a[3]), y1 = pinv.apply(-a[1]), y2 = pinv.apply(-a[2]), y3 = pinv.apply(a[0]);
+    } else {
+      const E r = reciprocal_or_zero(det);
+      y0 = a[3] * r, y1 = -a[1] * r, y2 = -a[2] * r, y3 = a[0] * r;
+    }
+    x[0] = y0, x[3] = y3;
     x[1] = transposed ? y2 : y1, x[2] = transposed ? y1 : y2;
     const auto singular = is_zero(det);
     if (any_of(singular))

@@ -72,6 +72,51 @@ TYPED_TEST(Consistency, ResultsIndependentOfPositionInBatch) {
   }
 }
 
+// A complex 2x2 whose larger parts cancel exactly: det is a subnormal part times an entry,
+// [[-s, -3s + e i], [-s, -3s]] has det = e s i (e = 9 x the least subnormal), and the inverse
+// overflows: rounded, (0, inf), (-1/s, -inf), (0, -inf), (0, inf). Every entry is in the
+// closed form's safe range (its larger part is), so a lane group of such matrices takes the
+// unscaled form, and beside a neighbour outside that range the split form: both lift the
+// subnormal det for its reciprocal. (tests/fuzz found the unscaled form taking it unlifted:
+// NaN and inf in every entry, and an inverse that depended on its neighbours and the ISA.)
+template <class T> void subnormal_det_of_a_complex_2x2_everywhere() {
+  using R = real_t<T>;
+  const R s = 4096, e = 9 * std::numeric_limits<R>::denorm_min(), inf = std::numeric_limits<R>::infinity();
+  const T a[4] = {T(-s), T(-3 * s, e), T(-s), T(-3 * s)};
+  const T expect[4] = {T(0, inf), T(-1 / s, -inf), T(0, -inf), T(0, inf)};
+  const T outside = T(std::ldexp(R(1), std::numeric_limits<R>::min_exponent / 2));  // below the safe range
+  std::vector<T> first;  // the first configuration's inverse: every other gives its bits
+  for (const char* isa : {"scalar", "vec128", "avx2", "avx512"}) {
+    if (!tinyla::cpu::select_backend(isa)) continue;
+    for (bool beside_split : {false, true}) {
+      SCOPED_TRACE(type_name<T>() + " " + isa + (beside_split ? ", beside a split neighbour" : ", alone"));
+      std::vector<T> batch(a, a + 4);
+      if (beside_split) batch.insert(batch.begin(), {outside, T(1), T(1), T(1)});
+      const int64_t count = int64_t(batch.size() / 4), at = count - 1;
+      std::vector<T> x(batch.size()), xf(batch.size()), sign(count);
+      std::vector<R> logabs(count);
+      ASSERT_EQ(inv(count, 2, batch.data(), x.data(), nullptr), TINYLA_OK);
+      ASSERT_EQ(slogdet_inv(count, 2, batch.data(), sign.data(), logabs.data(), xf.data()), TINYLA_OK);
+      const std::vector<T> got(x.begin() + 4 * at, x.begin() + 4 * at + 4);
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(got[i].real(), expect[i].real()) << i;
+        EXPECT_EQ(got[i].imag(), expect[i].imag()) << i;
+      }
+      EXPECT_EQ(std::memcmp(got.data(), xf.data() + 4 * at, sizeof(T) * 4), 0) << "slogdet_inv";
+      EXPECT_EQ(sign[at], T(0, 1));
+      EXPECT_NEAR(logabs[at], std::log(e) + std::log(s), 4 * eps<T>() * -std::log(e));
+      if (first.empty()) first = got;
+      EXPECT_EQ(std::memcmp(got.data(), first.data(), sizeof(T) * 4), 0);
+    }
+  }
+  tinyla::cpu::choose_backend_for_this_cpu();
+}
+
+TEST(Consistency2x2, SubnormalDetOfAComplex2x2IsLiftedInEveryLaneGroup) {
+  subnormal_det_of_a_complex_2x2_everywhere<std::complex<float>>();
+  subnormal_det_of_a_complex_2x2_everywhere<std::complex<double>>();
+}
+
 TEST(Backend, SelectionByName) {
   const std::string best = tinyla_cpu_backend();
   EXPECT_TRUE(tinyla::cpu::select_backend("scalar"));

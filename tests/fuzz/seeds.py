@@ -69,6 +69,13 @@ def seeds():
              (h("0x1.91104bcf7e7f8p-26"), float("inf"))]
     out["c128_nan_meets_inf"] = seed(C128, 3, IDENTITY, overrides=[
         (i, RAW | part, v) for i, z in enumerate(found) for part, v in ((0, z[0]), (IMAG, z[1]))])
+    # A complex 2x2 whose larger parts cancel exactly, det = e s i subnormal (e = 9 x the least
+    # subnormal), beside a neighbour outside the closed form's safe range: the unscaled form took
+    # det's reciprocal unlifted, the split form lifted it (the inverse depended on the neighbour).
+    for dtype, e, outside in ((C128, 9 * 2.0**-1074, 2.0**-600), (C64, 9 * 2.0**-149, 2.0**-100)):
+        out[f"d{dtype}_2x2_subnormal_det_beside_split"] = seed(dtype, 2, IDENTITY, batch=2, overrides=[
+            (0, RAW, outside), (1, RAW, 1.0), (2, RAW, 1.0), (3, RAW, 1.0),
+            (4, RAW, -4096.0), (5, RAW, -12288.0), (5, RAW | IMAG, e), (6, RAW, -4096.0), (7, RAW, -12288.0)])
     return out
 
 
