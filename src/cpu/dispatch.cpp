@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,12 +16,55 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <xmmintrin.h>
 #endif
 
 #include "cpu/thread_pool.hpp"
 
 namespace tinyla::cpu {
 namespace {
+
+// The floating-point environment every share of a batch runs in, on whichever thread: round to
+// nearest, subnormals kept (not flushed, not read as zero), exceptions masked; the thread's own
+// is restored afterwards. XLA's CPU runtime calls the custom calls on threads that flush
+// subnormals (MXCSR's FTZ and DAZ set), while tinyla's workers kept them: a batch's results
+// depended on the thread that computed each share (and a subnormal pivot read as a zero one).
+// A caller's unmasked exceptions would trap on the infinities and NaNs the kernels make and
+// select away.
+class ieee_environment {
+ public:
+  ieee_environment() {
+#if defined(__x86_64__)
+    saved_ = _mm_getcsr();
+    changed_ = (saved_ & ~flags) != ieee;
+    if (changed_) _mm_setcsr(ieee);
+#elif defined(__aarch64__)
+    asm volatile("mrs %0, fpcr" : "=r"(saved_));
+    changed_ = saved_ != ieee;
+    if (changed_) asm volatile("msr fpcr, %0" : : "r"(ieee));
+#endif
+  }
+  ~ieee_environment() {
+#if defined(__x86_64__)
+    if (changed_) _mm_setcsr(saved_);
+#elif defined(__aarch64__)
+    if (changed_) asm volatile("msr fpcr, %0" : : "r"(saved_));
+#endif
+  }
+  ieee_environment(const ieee_environment&) = delete;
+  ieee_environment& operator=(const ieee_environment&) = delete;
+
+ private:
+#if defined(__x86_64__)
+  static constexpr unsigned ieee = 0x1f80;  // MXCSR's power-on value: every exception masked
+  static constexpr unsigned flags = 0x3f;   // the sticky exception flags, not part of the mode
+  unsigned saved_;
+#elif defined(__aarch64__)
+  static constexpr std::uint64_t ieee = 0;  // FPCR: no flush to zero, no traps, round to nearest
+  std::uint64_t saved_;
+#endif
+  [[maybe_unused]] bool changed_ = false;
+};
 
 bool cpu_can_run(const backend_table& t) {
 #if defined(__x86_64__) && defined(TINYLA_HAVE_AVX512)
@@ -282,6 +326,7 @@ bool execute(dtype t, const job& jb) {
   p->run(tasks, [&](int i) {
     const std::int64_t begin = std::min(jb.batch, i * chunk), end = std::min(jb.batch, begin + chunk);
     if (begin >= end) return;
+    const ieee_environment environment;
     try {
       run(begin, end);
     } catch (const std::bad_alloc&) {

@@ -5,6 +5,10 @@
 
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "all_ops.hpp"
 #include "cpu/dispatch.hpp"
 
@@ -70,6 +74,45 @@ TYPED_TEST(Consistency, ResultsIndependentOfPositionInBatch) {
       EXPECT_EQ(std::memcmp(x1.data(), x.data() + b * n * n, sizeof(T) * n * n), 0) << "n=" << n << " b=" << b;
     }
   }
+}
+
+// The caller's floating-point environment changes no result: XLA's CPU runtime calls custom
+// calls on threads that flush subnormals (MXCSR's FTZ and DAZ), and a program may unmask
+// exceptions, which the kernels' infinities and NaNs (selected away or documented) would trap
+// on. Every op's every output, on one thread and on the pool's, with subnormals flushed and
+// invalid, division-by-zero and overflow unmasked on the calling thread: the bits of the
+// default environment, and the caller's environment as it was after each call.
+TYPED_TEST(Consistency, CallersFloatingPointEnvironmentChangesNoResult) {
+  using T = TypeParam;
+#if defined(__x86_64__)
+  constexpr unsigned flush = (1u << 15) | (1u << 6);                 // FTZ, DAZ
+  constexpr unsigned unmasked = (1u << 7) | (1u << 9) | (1u << 10);  // invalid, divide by zero, overflow
+  const unsigned callers = (_mm_getcsr() | flush) & ~unmasked;
+  int calls = 0;
+  auto in_callers_environment = [&](tinyla::dtype t, const tinyla::job& jb) {
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(callers);
+    const tinyla_status status = run_on_cpu(t, jb);
+    const unsigned after = _mm_getcsr() & ~0x3fu;  // the exception flags aside
+    _mm_setcsr(saved);
+    EXPECT_EQ(after, callers & ~0x3fu) << "the caller's environment was not restored";
+    ++calls;
+    return status;
+  };
+  for (int n : {1, 2, 3, 8, 33}) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const int64_t batch = n <= 8 ? 3001 : 301;  // the pool splits it
+    tinyla_set_num_threads(1);
+    const auto expect = run_all_ops<T>(n, batch);
+    for (int threads : {1, 2}) {
+      tinyla_set_num_threads(threads);
+      EXPECT_EQ(first_difference(run_all_ops<T>(n, batch, in_callers_environment), expect), "") << threads;
+    }
+  }
+  EXPECT_GT(calls, 0);
+#else
+  GTEST_SKIP() << "sets x86-64's MXCSR";
+#endif
 }
 
 // A complex 2x2 whose larger parts cancel exactly: det is a subnormal part times an entry,

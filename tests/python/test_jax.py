@@ -154,6 +154,29 @@ def test_singular_and_nan_matrices():
     assert np.isnan(tlj.slogdet(nan)[1][1])
 
 
+@pytest.mark.parametrize("n", [2, 3, 8, 33])
+def test_subnormal_pivots_on_the_cpu_give_the_c_librarys_bits(n):
+    """XLA's CPU runtime calls custom calls on threads that flush subnormals (FTZ and DAZ); tinyla
+    computes every share of a batch in the default environment, so a subnormal pivot gives
+    tinyla.numpy's bits on one thread or two (it was read as zero on XLA's thread and kept on
+    tinyla's worker: sign 0 and logabsdet -inf for part of the batch)."""
+    import tinyla
+    from tinyla import numpy as tla
+    batch = 20000 if n <= 8 else 400  # enough work for two threads
+    a = 2 * np.eye(n) + 0.1 * random_matrices((batch, n, n), np.float64, seed=n)
+    a[:, :, 0] *= np.finfo(np.float64).tiny / 4  # column 0 subnormal: so is the first pivot
+    expect = tla.slogdet_inv(a)
+    assert np.isfinite(expect.logabsdet).all() and np.isfinite(expect.inverse).all()
+    try:
+        for threads in (1, 2):
+            tinyla.set_num_threads(threads)
+            got = jax.jit(tlj.slogdet_inv)(jnp.asarray(a))
+            for name, g, e in zip(("sign", "logabsdet", "inverse"), got, expect):
+                np.testing.assert_array_equal(np.asarray(g), e, err_msg=f"{name}, {threads} threads")
+    finally:
+        tinyla.set_num_threads(0)
+
+
 def _cofactors(m):
     """adj(m)^T of an integer matrix from its minors' determinants (numpy's, rounded: exact)."""
     n = m.shape[-1]
