@@ -79,15 +79,16 @@ TYPED_TEST(Consistency, ResultsIndependentOfPositionInBatch) {
 // The caller's floating-point environment changes no result: XLA's CPU runtime calls custom
 // calls on threads that flush subnormals (MXCSR's FTZ and DAZ), and a program may unmask
 // exceptions, which the kernels' infinities and NaNs (selected away or documented) would trap
-// on. Every op's every output, on one thread and on the pool's, with subnormals flushed and
-// invalid, division-by-zero and overflow unmasked on the calling thread: the bits of the
-// default environment, and the caller's environment as it was after each call.
+// on. Every op's every output, on one thread and on the pool's, with subnormals flushed,
+// rounding toward zero and invalid, division-by-zero and overflow unmasked on the calling
+// thread: the bits of the default environment, and the caller's environment as it was after.
 TYPED_TEST(Consistency, CallersFloatingPointEnvironmentChangesNoResult) {
   using T = TypeParam;
 #if defined(__x86_64__)
   constexpr unsigned flush = (1u << 15) | (1u << 6);                 // FTZ, DAZ
   constexpr unsigned unmasked = (1u << 7) | (1u << 9) | (1u << 10);  // invalid, divide by zero, overflow
-  const unsigned callers = (_mm_getcsr() | flush) & ~unmasked;
+  constexpr unsigned toward_zero = 3u << 13;                         // the rounding control
+  const unsigned callers = (_mm_getcsr() | flush | toward_zero) & ~unmasked;
   int calls = 0;
   auto in_callers_environment = [&](tinyla::dtype t, const tinyla::job& jb) {
     const unsigned saved = _mm_getcsr();
