@@ -47,6 +47,7 @@ import ctypes
 import functools
 import operator
 import os
+import threading
 import warnings
 
 import jax
@@ -650,18 +651,35 @@ class use_for_jnp:
     the other. Code that imported the functions by name (from jax.numpy.linalg import slogdet)
     before the call keeps its own reference and is not routed."""
 
+    # Switches in effect, and jnp.linalg's functions from before the first: the routing holds
+    # while any switch does, whatever order they are restored in (a switch that saved and put
+    # back its own predecessor would leave tinyla routed after an out-of-order restore).
+    _in_effect = 0
+    _saved: dict | None = None
+    _lock = threading.Lock()
+
     def __init__(self):
-        self._saved = {name: getattr(jnp.linalg, name) for name in _ROUTED}
-        jax.clear_caches()
-        for name in _ROUTED:
-            setattr(jnp.linalg, name, globals()[name])
+        with use_for_jnp._lock:
+            if use_for_jnp._in_effect == 0:
+                use_for_jnp._saved = {name: getattr(jnp.linalg, name) for name in _ROUTED}
+                for name in _ROUTED:
+                    setattr(jnp.linalg, name, globals()[name])
+                jax.clear_caches()
+            use_for_jnp._in_effect += 1
+        self._active = True
 
     def restore(self) -> None:
-        if self._saved is not None:
-            for name, fn in self._saved.items():
-                setattr(jnp.linalg, name, fn)
-            self._saved = None
-            jax.clear_caches()
+        """Ends this switch (again: nothing); jnp's own functions return with the last one."""
+        with use_for_jnp._lock:
+            if not self._active:
+                return
+            self._active = False
+            use_for_jnp._in_effect -= 1
+            if use_for_jnp._in_effect == 0:
+                for name, fn in use_for_jnp._saved.items():
+                    setattr(jnp.linalg, name, fn)
+                use_for_jnp._saved = None
+                jax.clear_caches()
 
     def __enter__(self):
         return self

@@ -287,6 +287,31 @@ def test_use_for_jnp_routes_traced_code_and_restores():
     assert jnp.linalg.det is not tlj.det
 
 
+def test_use_for_jnp_switches_overlap_in_any_order():
+    """Routed while any switch is in effect, jnp's own functions back after the last one,
+    whichever order plain calls and context managers end in; restoring twice changes nothing."""
+    own = {name: getattr(jnp.linalg, name) for name in ("slogdet", "det", "inv", "solve")}
+    routed = lambda: all(getattr(jnp.linalg, name) is getattr(tlj, name) for name in own)  # noqa: E731
+    unrouted = lambda: all(getattr(jnp.linalg, name) is fn for name, fn in own.items())  # noqa: E731
+    first, second = tlj.use_for_jnp(), tlj.use_for_jnp()
+    first.restore()  # out of order: the second still holds
+    assert routed()
+    first.restore()
+    assert routed()
+    second.restore()
+    assert unrouted()
+    with tlj.use_for_jnp():
+        plain = tlj.use_for_jnp()
+        with tlj.use_for_jnp():
+            assert routed()
+    assert routed()  # the plain call outlives the blocks
+    plain.restore()
+    assert unrouted()
+    with pytest.raises(RuntimeError), tlj.use_for_jnp():  # an exception leaving the block restores
+        raise RuntimeError
+    assert unrouted()
+
+
 # ---- the benchmark's FermiNet-like ansatz: tinyla and jnp agree on every workload ----------------
 
 def test_ansatz_step_matches_jnp(monkeypatch):
