@@ -84,26 +84,31 @@ MAX_ROUNDS = 400
 
 
 def rounds_note() -> str:
-    return f"more rounds, up to {MAX_ROUNDS}, while a row has taken under {row_budget_s:g} s"
+    return f"each round in its own order; more rounds, up to {MAX_ROUNDS}, while a row has taken under {row_budget_s:g} s"
 
 
 def time_calls(fns: dict, x, repeats: int) -> tuple[dict, dict]:
-    """Best time of each function over rounds of one call each, the calls interleaved
-    round-robin so that every contender sees the same machine; and each function's result.
-    `repeats` rounds at least, then more while the rounds have taken less than row_budget_s
-    (up to MAX_ROUNDS): rows of a few milliseconds, whose gaps are tenths of one, get hundreds
-    of calls, which narrows their best times' spread on a shared machine; slow rows stay at
-    `repeats`."""
+    """Best time of each function over rounds of one call each, the calls interleaved so that
+    every contender sees the same machine; and each function's result. Each round runs the
+    contenders in an order of its own (a seeded shuffle): in a fixed order a contender always
+    follows the same one and inherits what it leaves (OpenBLAS's spinning threads took a core
+    from the one after jnp; freed memory, a busy cache). `repeats` rounds at least, then more
+    while the rounds have taken less than row_budget_s (up to MAX_ROUNDS): rows of a few
+    milliseconds, whose gaps are tenths of one, get hundreds of calls, which narrows their best
+    times' spread on a shared machine; slow rows stay at `repeats`."""
     outs = {}
     for name, fn in fns.items():  # compile + warm-up
         outs[name] = np.asarray(jax.block_until_ready(fn(x)))
     best = {name: float("inf") for name in fns}
+    order = list(fns)
+    shuffle = np.random.default_rng(0).shuffle
     start = time.perf_counter()
     rounds = 0
     while rounds < repeats or (rounds < MAX_ROUNDS and time.perf_counter() - start < row_budget_s):
-        for name, fn in fns.items():
+        shuffle(order)
+        for name in order:
             t0 = time.perf_counter()
-            jax.block_until_ready(fn(x))
+            jax.block_until_ready(fns[name](x))
             best[name] = min(best[name], time.perf_counter() - t0)
         rounds += 1
     return best, outs
