@@ -647,9 +647,10 @@ class use_for_jnp:
             energy = jax.jit(local_energy)(params, walkers)   # model code calls jnp.linalg.slogdet
 
     It acts at trace time: jax caches traced functions, so entering and leaving clear jax's
-    caches (jax.clear_caches()); a function compiled under one routing is traced again under
-    the other. Code that imported the functions by name (from jax.numpy.linalg import slogdet)
-    before the call keeps its own reference and is not routed."""
+    caches (jax.clear_caches()) where the routing changes; a function compiled under one routing
+    is traced again under the other. Switches may overlap, ended in any order: the routing holds
+    while any is in effect. Code that imported the functions by name (from jax.numpy.linalg
+    import slogdet) before the call keeps its own reference and is not routed."""
 
     # Switches in effect, and jnp.linalg's functions from before the first: the routing holds
     # while any switch does, whatever order they are restored in (a switch that saved and put
