@@ -84,7 +84,8 @@ MAX_ROUNDS = 400
 
 
 def rounds_note() -> str:
-    return f"each round in its own order; more rounds, up to {MAX_ROUNDS}, while a row has taken under {row_budget_s:g} s"
+    return (f"each round in its own order; more rounds, up to {MAX_ROUNDS}, while a row has taken under "
+            f"{row_budget_s:g} s")
 
 
 def time_calls(fns: dict, x, repeats: int) -> tuple[dict, dict]:
