@@ -1,13 +1,12 @@
 """jax.grad of det: jnp.linalg vs tinyla.jax (one det_cofactors call, the adjugate), and the rule
-it replaced (det * A^-T: a det and an inverse call), float64, one jit each, best of 5 repeats
-taken 3 times interleaved.
+it replaced (det * A^-T: a det and an inverse call), float64, one jit each, best of 15 or more
+calls interleaved as in the QMC workload's tables (qmc_workload.time_calls).
 
     python bench/det_grad.py
 """
 from __future__ import annotations
 
 import os
-import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # jnp's LAPACK threads spin after a call (qmc_workload.py)
 
@@ -17,16 +16,7 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 import tinyla.jax as tlj  # noqa: E402
-
-
-def best(f, x, reps):
-    f(x).block_until_ready()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f(x).block_until_ready()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from qmc_workload import time_calls  # noqa: E402
 
 
 def main():
@@ -40,11 +30,7 @@ def main():
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for n, batch in ((3, 65536), (4, 65536), (8, 16384), (16, 4096), (32, 1024)):
         x = jnp.asarray(rng.standard_normal((batch, n, n)))
-        t = {k: [] for k in contenders}
-        for _ in range(3):
-            for k, f in contenders.items():
-                t[k].append(best(f, x, 5))
-        t = {k: 1e3 * min(v) for k, v in t.items()}
+        t = {k: 1e3 * v for k, v in time_calls(contenders, x, 15)[0].items()}
         print(f"| {n} | {batch} | {t['jnp']:.3f} | {t['det * A^-T']:.3f} | {t['tinyla']:.3f} | "
               f"{t['jnp'] / t['tinyla']:.2f} | {t['det * A^-T'] / t['tinyla']:.2f} |")
 

@@ -37,8 +37,8 @@ import time
 
 # OpenBLAS (scipy's, which jaxlib's CPU LAPACK kernels call for jnp.linalg) leaves its worker
 # threads spinning for a while after a call. Interleaved, that spin took a core from whichever
-# contender ran next, always tinyla (the contenders' order): in the folx table at n_el = 32
-# with folx's sparsity 6, tinyla's median went 95 -> 65 ms with one OpenBLAS thread, jnp's
+# contender ran next, always tinyla in the fixed order the rounds had then: in the folx table
+# at n_el = 32 with folx's sparsity 6, tinyla's median went 95 -> 65 ms with one OpenBLAS thread, jnp's
 # and the stand-ins' stayed (113, 61 ms). jnp's batched LAPACK calls run on XLA's threads
 # either way. Set before numpy or jax loads OpenBLAS; bench/ansatz.py and det_grad.py do too.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
