@@ -265,7 +265,18 @@ def test_folx_det_and_slogdet_sum():
 
 # ---- use_for_jnp --------------------------------------------------------------------------------
 
-def test_use_for_jnp_routes_traced_code_and_restores():
+@pytest.fixture
+def switch():
+    """use_for_jnp() as a plain call, each such switch ended after the test whatever happened in
+    it (ending one twice changes nothing): a failed assertion must not leave jnp.linalg routed for
+    the tests after it."""
+    made = []
+    yield lambda: made.append(tlj.use_for_jnp()) or made[-1]
+    for s in made:
+        s.restore()
+
+
+def test_use_for_jnp_routes_traced_code_and_restores(switch):
     a = jnp.asarray(random_matrices((3, 4, 4), np.float64))
     f = jax.jit(lambda a: jnp.linalg.slogdet(a)[1] + jnp.linalg.inv(a).sum((-2, -1)))
     assert "tinyla" not in f.lower(a).as_text()
@@ -281,19 +292,19 @@ def test_use_for_jnp_routes_traced_code_and_restores():
     assert "tinyla" not in f.lower(a).as_text()
     np.testing.assert_allclose(inside, f(a), rtol=1e-12)
     np.testing.assert_array_equal(inside_qr, qr(a))
-    switch = tlj.use_for_jnp()  # a plain call, until restore()
+    plain = switch()  # a plain call, until restore()
     assert jnp.linalg.det is tlj.det
-    switch.restore()
+    plain.restore()
     assert jnp.linalg.det is not tlj.det
 
 
-def test_use_for_jnp_switches_overlap_in_any_order():
+def test_use_for_jnp_switches_overlap_in_any_order(switch):
     """Routed while any switch is in effect, jnp's own functions back after the last one,
     whichever order plain calls and context managers end in; restoring twice changes nothing."""
     own = {name: getattr(jnp.linalg, name) for name in ("slogdet", "det", "inv", "solve")}
     routed = lambda: all(getattr(jnp.linalg, name) is getattr(tlj, name) for name in own)  # noqa: E731
     unrouted = lambda: all(getattr(jnp.linalg, name) is fn for name, fn in own.items())  # noqa: E731
-    first, second = tlj.use_for_jnp(), tlj.use_for_jnp()
+    first, second = switch(), switch()
     first.restore()  # out of order: the second still holds
     assert routed()
     first.restore()
@@ -301,7 +312,7 @@ def test_use_for_jnp_switches_overlap_in_any_order():
     second.restore()
     assert unrouted()
     with tlj.use_for_jnp():
-        plain = tlj.use_for_jnp()
+        plain = switch()
         with tlj.use_for_jnp():
             assert routed()
     assert routed()  # the plain call outlives the blocks
