@@ -153,7 +153,8 @@ _LN2 = np.log(2.0)
 class _Scaled:
     """A stack of 1x1 or 2x2 matrices equilibrated by powers of two, A' = diag(r) A diag(c): rows
     first, so that each row's largest component is in [0.5, 1), then columns, so that each
-    column's is; the exponents are worked out on integers, so no entry is rounded on the way.
+    column's is (in [0.5, 4) where that factor would be subnormal: entries >= 2^(emax - 1));
+    the exponents are worked out on integers, so no entry is rounded on the way.
     Every row and column of A' then holds a component of at least 1/2, so one of a'd', b'c' is
     at least 1/4 in magnitude: an entry that underflows in A' is negligible beside it (a row
     spanning 1e-300..1e300 keeps its small entry where it matters), and a'd' == b'c' exactly
@@ -172,9 +173,17 @@ class _Scaled:
         entries = [[a[..., i, j] for j in range(n)] for i in range(n)]
         fields = [[_exponent_field(x) for x in row] for row in entries]
         self.log2r = [_log2_range_scale(row, self.real) for row in fields]
-        # Not clamped: a column of tiny entries beside huge ones in its rows needs a c beyond
-        # the range; r_i c_j (clamped, below) is in range for every entry that is not negligible.
-        self.log2c = [_log2_range_scale([row[j] + lr for row, lr in zip(fields, self.log2r)], self.real, clamp=False)
+        # Not clamped above: a column of tiny entries beside huge ones in its rows needs a c
+        # beyond the range; r_i c_j (clamped, below) is in range for every entry that is not
+        # negligible. Clamped below so that every r_i c_j is normal: a row whose largest entry
+        # is >= 2^(emax - 1) is scaled into [1, 4) only (its r_i is the least normal power), and a
+        # c_j < 1 beside it would make r_i c_j subnormal, which _pow2 cannot make (nor XLA's
+        # CPU keep: it flushes subnormals): A' would then no longer be diag(r) A diag(c), and
+        # det(1e308 I) came out 4x too large. Entries of A' stay below 4 either way.
+        _, itype, bias = _float_layout(self.real)
+        lowest = itype(1 - bias) - functools.reduce(jnp.minimum, self.log2r)
+        self.log2c = [jnp.maximum(_log2_range_scale([row[j] + lr for row, lr in zip(fields, self.log2r)], self.real,
+                                                    clamp=False), lowest)
                       for j in range(n)]
         self.f = [[_pow2(lr + lc, self.real) for lc in self.log2c] for lr in self.log2r]  # r_i c_j
         self.log2_scale = sum(self.log2r) + sum(self.log2c)

@@ -235,6 +235,50 @@ def test_rows_spanning_the_exponent_range(dtype, path):
     assert (residual <= 8 * eps * np.einsum("bij,bjk->bik", np.abs(b), np.abs(y))).all()
 
 
+def exact_complex_det(m) -> tuple[Fraction, Fraction]:
+    """(re, im) of det m, exactly."""
+    f = [[(Fraction(float(v.real)), Fraction(float(v.imag))) for v in row] for row in m]
+    mul = lambda x, y: (x[0] * y[0] - x[1] * y[1], x[0] * y[1] + x[1] * y[0])  # noqa: E731
+    if len(m) == 1:
+        return f[0][0]
+    (p, q), (r, s) = mul(f[0][0], f[1][1]), mul(f[0][1], f[1][0])
+    return p - r, q - s
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 2])
+def test_entries_at_the_top_of_the_exponent_range(dtype, n, path):
+    """Rows whose largest entry is at least 2^(emax - 1), which no normal power of two scales
+    below 1 (the closed forms once made det(1e308 I) 4x too large there, logabsdet off by
+    log 4): sign or phase, logabsdet and det (inf only where it overflows) as exact rational
+    arithmetic says, beside rows of moderate and small entries. A complex det whose modulus
+    overflows while its parts do not keeps finite parts (the kernels once gave inf + inf i)."""
+    rng = np.random.default_rng(6)
+    count, emax = 300, np.finfo(dtype).maxexp
+    b = rng.uniform(0.5, 1.9, (count, n, n)) * rng.choice([-1, 1], (count, n, n))
+    if np.issubdtype(dtype, np.complexfloating):
+        b = b * np.exp(1j * rng.uniform(0, 2 * np.pi, (count, n, n))) / np.sqrt(2)
+    exponents = rng.choice([emax - 1, emax - 2, emax - 3, 0, -emax // 3], (count, n))
+    exponents[:, 0] = emax - 1 - rng.integers(0, 2, count)  # the top row: largest entries >= 2^(emax - 2)
+    a = (b * np.ldexp(1.0, exponents)[..., None]).astype(dtype)
+    assert np.isfinite(a).all()
+    exact = [exact_complex_det(m) for m in a]
+    sign, logabs = (np.asarray(v) for v in jax.jit(tlj.slogdet)(a))
+    eps = np.finfo(dtype).eps
+    # |det|^2 = re^2 + im^2, exactly; its log halved
+    reference = np.array([exact_logabs(re * re + im * im) / 2 for re, im in exact])
+    np.testing.assert_allclose(logabs, reference, rtol=8 * eps, atol=8 * eps * n * emax)
+    phase = np.array([complex(to_float(re / max(abs(re), abs(im))), to_float(im / max(abs(re), abs(im))))
+                      for re, im in exact])
+    np.testing.assert_allclose(sign, phase / np.abs(phase), rtol=0, atol=8 * eps)
+    det = np.asarray(jax.jit(tlj.det)(a)).astype(np.complex128)
+    ref = np.array([complex(to_float(re), to_float(im)) for re, im in exact])
+    with np.errstate(over="ignore"):  # past the dtype's range: inf there too
+        ref = ref.astype(np.result_type(dtype, np.complex64)).astype(np.complex128)
+    np.testing.assert_allclose(det, ref, rtol=8 * eps)
+    assert np.isfinite(det).sum() > count // 4 and (n == 1 or np.isinf(det).any())  # both kinds covered
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [1, 2])
 def test_same_results_as_the_kernels(dtype, n, path):
