@@ -37,6 +37,12 @@ template <int N, int M> struct shape {
   }
 };
 
+// x * 2^e, part by part (a complex part over- or underflows only where it does itself).
+template <class E> TINYLA_HD E scale_pow2(E x, lane_of<E> e) {
+  if constexpr (element_traits<E>::is_complex) return {ldexp2(x.re, e), ldexp2(x.im, e)};
+  else return ldexp2(x, e);
+}
+
 // |det| = mant * 2^expo, det = sign * |det|. sign is +-1 (real) or a unit
 // complex phase; mant == 0 means singular (a zero pivot, whatever comes
 // after it), nan means a NaN pivot before any zero pivot. Readers
@@ -52,7 +58,7 @@ template <class E> struct det_accum {
   TINYLA_HD void multiply(E pivot) {
     L mag, lifted = L(0);
     if constexpr (element_traits<E>::is_complex) {
-      lifted = lift_subnormal(pivot);  // else |pivot| would round to a subnormal
+      lifted = scale_into_range(pivot);  // else |pivot| could round to a subnormal or overflow
       // A NaN part makes the determinant NaN even beside an infinite part (which
       // modulus, as C99's cabs, counts as an infinity): elimination cannot tell
       // a NaN entry carried next to an inf from inf - inf, and numpy says NaN.
@@ -83,7 +89,9 @@ template <class E> struct det_accum {
     return select(is_nan(mant), nan_element<E>(), s);
   }
   TINYLA_HD L logabsdet() const { return log_scaled(mant, expo); }
-  TINYLA_HD E determinant() const { return scale_by(reported_sign(), ldexp2(mant, expo)); }
+  // The phase times mant, then scaled: a complex determinant whose modulus overflows while
+  // its parts do not (up to sqrt(2) x the largest number) keeps finite parts.
+  TINYLA_HD E determinant() const { return scale_pow2(scale_by(reported_sign(), mant), expo); }
 };
 
 // Stands in for det_accum where no output needs the determinant (inv, solve):
@@ -323,11 +331,6 @@ template <class L> TINYLA_HD cplx<L> diff_of_products(cplx<L> x, cplx<L> y, cplx
   L re = diff_of_products(x.re, y.re, u.re, v.re) - diff_of_products(x.im, y.im, u.im, v.im);
   L im = diff_of_products(x.re, y.im, u.im, v.re) + diff_of_products(x.im, y.re, u.re, v.im);
   return {re, im};
-}
-
-template <class E> TINYLA_HD E scale_pow2(E x, lane_of<E> e) {
-  if constexpr (element_traits<E>::is_complex) return {ldexp2(x.re, e), ldexp2(x.im, e)};
-  else return ldexp2(x, e);
 }
 
 // x = m * 2^e with m's largest component in [0.5, 1) (exact), or m = x, e = 0

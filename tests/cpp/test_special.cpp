@@ -501,4 +501,53 @@ TYPED_TEST(Special, TwoByTwoWithEntriesSpanningTheExponentRange) {
   }
 }
 
+// A determinant at the top of the range: [[z, r], [0, g P]], r moderate, P a cyclic
+// permutation of the identity and g = 1 or 2 in one of its entries, so det = +-g z. A complex
+// z with parts near the largest number has a modulus up to sqrt(2) x that: each part of det
+// is finite exactly where the reference's is (the determinant once overflowed as a whole to
+// inf + inf i); real ones finite or +-inf as the reference. Every size: the closed forms, the
+// kernels and the LAPACK path.
+TYPED_TEST(Special, DeterminantAtTheTopOfTheRangeOverflowsOnlyWhereItsPartsDo) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  const R top = std::numeric_limits<R>::max();
+  std::vector<T> zs = {T(R(0.95) * top), T(-R(0.4) * top)};
+  if constexpr (is_complex<T>)
+    for (auto [re, im] : {std::pair{0.9, 0.9}, {0.95, -0.3}, {-0.4, 0.99}, {-0.8, -0.6}, {0.3, 0.2}})
+      zs.push_back(T(R(re) * top, R(im) * top));
+  for (int n : sizes) {
+    const int64_t batch = int64_t(zs.size()) * (n > 1 ? 2 : 1);
+    auto a = make_batch<T>(kind::random, batch, n, 7 * n);
+    for (int64_t b = 0; b < batch; ++b) {
+      T* m = a.data() + b * n * n;
+      for (int i = 1; i < n; ++i) {
+        m[size_t(i) * n] = T(0);
+        for (int j = 1; j < n; ++j) m[size_t(i) * n + j] = T(j == 1 + i % (n - 1) ? (i == 1 && b % 2 ? 2 : 1) : 0);
+      }
+      m[0] = zs[size_t(b / (n > 1 ? 2 : 1))];
+    }
+    std::vector<T> d(batch), sign(batch);
+    std::vector<R> logabs(batch);
+    ASSERT_EQ(det(batch, n, a.data(), d.data()), TINYLA_OK);
+    ASSERT_EQ(slogdet(batch, n, a.data(), sign.data(), logabs.data()), TINYLA_OK);
+    for (int64_t b = 0; b < batch; ++b) {
+      SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " matrix " + std::to_string(b));
+      const auto w = wide_lu(a.data() + b * n * n, n, false);
+      const wide_t<T> want = w.sign * std::exp(w.logabs);
+      EXPECT_LE(std::abs(logabs[b] - w.logabs), 8 * eps<T>() * (1 + std::abs(w.logabs)));
+      auto expect_part = [](R got, long double part) {
+        if (std::abs(part) <= std::numeric_limits<R>::max())
+          EXPECT_LE(std::abs(got - part), 8 * eps<T>() * std::abs(part)) << got << " " << part;
+        else EXPECT_EQ(got, part > 0 ? std::numeric_limits<R>::infinity() : -std::numeric_limits<R>::infinity());
+      };
+      if constexpr (is_complex<T>) {
+        expect_part(d[b].real(), want.real());
+        expect_part(d[b].imag(), want.imag());
+      } else {
+        expect_part(d[b], want);
+      }
+    }
+  }
+}
+
 }  // namespace
