@@ -138,7 +138,11 @@ template <class E> constexpr int per_thread_min_blocks(family f, int64_t n) {
 // inverse 88 at 80 (now 72: 24 -> 28), the complex64 solve 8 at 64 (now 80) and the float32
 // adjugate 24 at ptxas's 64 (now 80: 32 -> 24), while the float64 W = 16 adjugate, the
 // float32 W = 32 solve and the complex128 solve in shared memory gained 4 warps each, and
-// the complex64 W = 16 solve as ptxas places it (80 registers; held to 80, 8 bytes). One
+// the complex64 W = 16 solve as ptxas places it (80 registers; held to 80, 8 bytes). Scaling
+// complex pivots whose modulus passes the largest number (scale_into_range) spilled three
+// (nvcc 13 -Xptxas -v): the complex128 adjugate in shared memory 88 bytes at 80 (now ptxas's
+// 128), the complex128 inverse there 16 at 72 (96 at 80; now ptxas's 96) and the complex64
+// W = 16 adjugate 8 at ptxas's 80 (44 at 72; now 96, which it takes 86 of). One
 // PTX serves sm_80 and sm_90 (cmake/gpu.cmake), so sm_80 gets these caps too
 // (`register_scan.py --arch sm_80` prints what they keep there). scripts/gpu-report prints
 // the result for sm_90.
@@ -148,8 +152,8 @@ template <class E> constexpr int team_register_cap(family f, int warp_width) {
                 int(family::adjugate) == 3);
   constexpr int f32[3][4] = {{64, 80, 80, 80}, {0, 0, 0, 0}, {96, 80, 72, 72}};
   constexpr int f64[3][4] = {{0, 96, 96, 96}, {0, 80, 96, 80}, {0, 0, 0, 0}};
-  constexpr int c64[3][4] = {{72, 64, 80, 64}, {0, 0, 0, 0}, {168, 0, 0, 0}};
-  constexpr int c128[3][4] = {{0, 72, 96, 80}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+  constexpr int c64[3][4] = {{72, 64, 80, 64}, {0, 0, 0, 96}, {168, 0, 0, 0}};
+  constexpr int c128[3][4] = {{0, 0, 96, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
   constexpr bool real = std::is_floating_point_v<E>, wide = sizeof(lane_real<lane_of<E>>) == 8;
   const auto& caps = real ? (wide ? f64 : f32) : (wide ? c128 : c64);
   return caps[warp_width == 0 ? 0 : warp_width == 16 ? 1 : 2][int(f)];

@@ -232,24 +232,24 @@ template <class L> TINYLA_HD cplx<L> reciprocal_or_zero(cplx<L> y) {
 template <class T> inline constexpr int subnormal_lift_exponent = std::numeric_limits<T>::digits + 1;
 template <class T> inline constexpr T subnormal_lift = T(1ull << std::numeric_limits<T>::digits) * T(2);
 
-// Scales y by a power of two so that |y| is a normal number: by subnormal_lift,
-// exactly, where its larger component is subnormal (1/max|y| and |y| then keep
-// full precision), by 1/2 where that component is at least half the largest
-// number (|y| could exceed it: up to sqrt(2) x; a subnormal other part may lose
-// its last bit, nothing beside the large one). Returns the exponent used
-// (digits+1, -1 or 0) for the caller to undo.
+// Scales y by a power of two so that |y| is a normal number, neither subnormal nor
+// past the largest number (which |y| can be: up to sqrt(2) x): by subnormal_lift
+// where its larger component is subnormal (exact: that component is then normal,
+// and 1/max|y| and |y| keep full precision), by 1/2 where that component is at
+// least half the largest number (a subnormal other part may lose its last bit,
+// nothing beside the large one). Returns the exponent used for the caller to undo.
 template <class L> TINYLA_HD L scale_into_range(cplx<L>& y) {
   using T = lane_real<L>;
   const L m = max_component(y);
   const auto sub = m < L(std::numeric_limits<T>::min()), huge = m >= L(std::numeric_limits<T>::max() / 2);
-  y = select(sub, y * L(subnormal_lift<T>), select(huge, y * L(T(0.5)), y));
+  y = y * select(sub, L(subnormal_lift<T>), select(huge, L(T(0.5)), L(1)));  // times 1: the same bits
   return select(sub, L(T(subnormal_lift_exponent<T>)), select(huge, L(-1), L(0)));
 }
 
-// y / |y| for y != 0, also for infinite y (the direction of its infinite
-// components, as C99's carg) and subnormal y.
+// y / |y| for y != 0 scaled into range (scale_into_range: 1/max|y| then keeps
+// full precision), also for infinite y (the direction of its infinite
+// components, as C99's carg).
 template <class L> TINYLA_HD cplx<L> unit_phase(cplx<L> y) {
-  scale_into_range(y);
   const L m = max_component(y);
   const auto inf = is_infinite(y);
   auto dir = [&](L c) { return select(is_infinite(c), select(c < L(0), L(-1), L(1)), L(0)); };

@@ -61,7 +61,9 @@ template <class R, class L> void run(const R* x, const R* y, const R* z, const R
     put(output::c_modulus, i, modulus(p));
     put(output::c_max_component, i, max_component(p));
     put(output::c_pivot_magnitude, i, pivot_magnitude(p));
-    const cplx<L> quo = divide(p, q), rec = reciprocal_or_zero(p), ph = unit_phase(p);
+    cplx<L> scaled = p;
+    scale_into_range(scaled);  // unit_phase's input, as det_accum::multiply gives it
+    const cplx<L> quo = divide(p, q), rec = reciprocal_or_zero(p), ph = unit_phase(scaled);
     put(output::c_divide_re, i, quo.re), put(output::c_divide_im, i, quo.im);
     put(output::c_reciprocal_re, i, rec.re), put(output::c_reciprocal_im, i, rec.im);
     put(output::c_unit_phase_re, i, ph.re), put(output::c_unit_phase_im, i, ph.im);
