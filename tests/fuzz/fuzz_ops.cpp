@@ -280,6 +280,21 @@ template <class T> void check_matrix(const T* a, const outputs<T>& o, int64_t b,
     const T expect = s * std::exp(l);
     FUZZ_CHECK(std::abs(o.det[b] - expect) <= 16 * eps<T>() * (1 + std::abs(l)) * std::abs(expect), "det vs slogdet");
   }
+  // n = 1: the entry is the determinant, whatever its size (also a complex one whose modulus
+  // is past the largest number): logabsdet log|a|, sign a / |a|, det a, to a few ulps.
+  if (n == 1 && !nan_in && std::isfinite(std::abs(std::real(a[0]))) && std::isfinite(std::abs(std::imag(a[0]))) &&
+      a[0] != T(0)) {
+    const wide_t<T> w = a[0];
+    const long double mod = std::abs(w), want = std::log(mod);
+    const long double part = std::max(std::abs(std::real(w)), std::abs(std::imag(w)));
+    const wide_t<T> d = o.det[b], sign_error = wide_t<T>(s) - w / mod;
+    FUZZ_CHECK(std::abs(l - want) <= 4 * eps<T>() * std::max(1.0L, std::abs(want)), "n = 1: logabsdet %Lg, log|a| %Lg",
+               (long double)l, want);
+    FUZZ_CHECK(std::abs(sign_error) <= 8 * eps<T>(), "n = 1: sign off by %Lg", std::abs(sign_error));
+    FUZZ_CHECK(std::abs(std::real(d) - std::real(w)) <= 8 * eps<T>() * part &&
+                   std::abs(std::imag(d) - std::imag(w)) <= 8 * eps<T>() * part,
+               "n = 1: det is not the entry (largest part %Lg)", part);
+  }
   // Finite input of moderate size (no product or pivot leaves the range): a number, and as
   // accurate as LAPACK.
   const R moderate = std::ldexp(R(1), std::numeric_limits<R>::max_exponent / 4);

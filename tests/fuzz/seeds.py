@@ -49,6 +49,10 @@ def seeds():
     out["c64_denorm_min_1x1"] = seed(C64, 1, IDENTITY, overrides=[(0, SPECIAL, DENORM_MIN)])
     out["c128_subnormal_diagonal"] = seed(C128, 3, IDENTITY, overrides=[
         (0, RAW, 2.0), (4, RAW, 1e-310), (4, RAW | IMAG, 1e-311), (8, RAW, 3.0), (8, RAW | IMAG, 1.0)])
+    # max + max i alone: modulus past the largest number, logabsdet finite, det the entry.
+    for dtype in (C64, C128):
+        out[f"d{dtype}_max_plus_max_i_1x1"] = seed(dtype, 1, IDENTITY, overrides=[
+            (0, SPECIAL, REAL_MAX), (0, SPECIAL | IMAG, REAL_MAX)])
     # The LAPACK path with one subnormal pivot: eye(33), A[5,5] = 1e-310.
     out["f64_eye33_subnormal_pivot"] = seed(F64, 33, IDENTITY, overrides=[(entry(33, 5, 5), RAW, 1e-310)])
     # Exactly singular, then an overflowing pivot: [[1,1,b],[1,1,-b],[0,0,1]], b = 0.75 max.
