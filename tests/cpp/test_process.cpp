@@ -108,9 +108,10 @@ TEST(Process, ForkedChildAndGrandchildComputeAndExit) {
   tinyla_set_num_threads(0);
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// TINYLA_SANITIZED: the build's CMake option (this file itself may be built uninstrumented).
+#if !defined(TINYLA_SANITIZED) && (defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__))
 #define TINYLA_SANITIZED 1
-#else
+#elif !defined(TINYLA_SANITIZED)
 #define TINYLA_SANITIZED 0
 #endif
 
