@@ -22,18 +22,25 @@ import tinyla.numpy as tla
 
 
 def rank_deficient(rng, n: int, count: int, dependent_column: bool) -> np.ndarray:
-    out = []
-    while len(out) < count:
-        rows = rng.integers(-3, 4, (n - 1, n))
-        k = rng.integers(1, min(3, n - 1) + 1)
-        which = rng.choice(n - 1, k, replace=False)
-        coefficients = rng.choice([-2, -1, 1, 2], k)
-        extra = (coefficients[:, None] * rows[which]).sum(0)
-        if np.abs(extra).max() > 3 or not extra.any():
-            continue
-        a = np.vstack([rows, extra])[rng.permutation(n)]
-        out.append(a.T if dependent_column else a)
-    return np.array(out, dtype=np.float64)
+    """Drawn in batches of candidates, the rejected ones (entries out of range) dropped."""
+    batches, have = [], 0
+    while have < count:
+        m = 4 * (count - have) + 64
+        rows = rng.integers(-3, 4, (m, n - 1, n))
+        k = rng.integers(1, min(3, n - 1) + 1, m)
+        # the k rows combined: the first k of a random order of the n - 1, each times +-1 or +-2
+        which = rng.permuted(np.tile(np.arange(n - 1), (m, 1)), axis=1)
+        coefficients = rng.choice([-2, -1, 1, 2], (m, n - 1)) * (np.arange(n - 1) < k[:, None])
+        weights = np.zeros((m, n - 1), dtype=np.int64)
+        np.put_along_axis(weights, which, coefficients, axis=1)
+        extra = np.einsum("mr,mrc->mc", weights, rows)
+        keep = (np.abs(extra).max(axis=1) <= 3) & extra.any(axis=1)
+        a = np.concatenate([rows, extra[:, None, :]], axis=1)[keep]
+        order = rng.permuted(np.tile(np.arange(n), (len(a), 1)), axis=1)  # the rows shuffled
+        batches.append(np.take_along_axis(a, order[:, :, None], axis=1))
+        have += len(a)
+    out = np.concatenate(batches)[:count].astype(np.float64)
+    return out.transpose(0, 2, 1).copy() if dependent_column else out
 
 
 def main() -> None:

@@ -175,8 +175,8 @@ def test_exact_singularity_found_at_least_as_often_as_numpy(dtype, dependent_col
     The classic numpy complaint is slogdet([[1,2,3],[4,5,6],[7,8,9]]) != (0, -inf); tinyla
     must call such matrices singular at least as often as numpy.linalg (LAPACK) does. In
     double precision it finds the same matrices at n <= 5 and more from n = 6; in single
-    precision numpy's LAPACK rounds differently and the counts are a draw at small n (one
-    fewer of 2000 at n = 4 here), more for tinyla in total."""
+    precision numpy's LAPACK rounds differently and the counts are a draw at small n (six
+    fewer of 2000 at n = 3 with a dependent column here), more for tinyla in total."""
     assert tla.slogdet(np.arange(1.0, 10.0).reshape(3, 3).astype(dtype))[0] == 0
     single = np.finfo(dtype).bits == 32
     total_ours = total_theirs = 0
