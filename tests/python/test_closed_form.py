@@ -42,9 +42,19 @@ def test_small_n_lowers_to_closed_forms(platform, n, op):
     assert ("custom_call" in hlo) == (n > {"cpu": 1}.get(platform, 2)), hlo
 
 
+def exact_complex_det(m) -> tuple[Fraction, Fraction]:
+    """(re, im) of det m, exactly."""
+    f = [[(Fraction(float(v.real)), Fraction(float(v.imag))) for v in row] for row in m]
+    mul = lambda x, y: (x[0] * y[0] - x[1] * y[1], x[0] * y[1] + x[1] * y[0])  # noqa: E731
+    if len(m) == 1:
+        return f[0][0]
+    (p, q), (r, s) = mul(f[0][0], f[1][1]), mul(f[0][1], f[1][0])
+    return p - r, q - s
+
+
 def exact_det(m) -> Fraction:
-    f = [[Fraction(float(v)) for v in row] for row in m]
-    return f[0][0] * f[1][1] - f[0][1] * f[1][0] if len(m) == 2 else f[0][0]
+    """det m of a real matrix, exactly."""
+    return exact_complex_det(m)[0]
 
 
 def to_float(d: Fraction) -> float:
@@ -233,16 +243,6 @@ def test_rows_spanning_the_exponent_range(dtype, path):
     y = np.ldexp(y[ok], right[:, :, None])
     residual = np.abs(np.einsum("bij,bjk->bik", b, y) - np.ldexp(c[ok].astype(np.float64), -left[:, :, None]))
     assert (residual <= 8 * eps * np.einsum("bij,bjk->bik", np.abs(b), np.abs(y))).all()
-
-
-def exact_complex_det(m) -> tuple[Fraction, Fraction]:
-    """(re, im) of det m, exactly."""
-    f = [[(Fraction(float(v.real)), Fraction(float(v.imag))) for v in row] for row in m]
-    mul = lambda x, y: (x[0] * y[0] - x[1] * y[1], x[0] * y[1] + x[1] * y[0])  # noqa: E731
-    if len(m) == 1:
-        return f[0][0]
-    (p, q), (r, s) = mul(f[0][0], f[1][1]), mul(f[0][1], f[1][0])
-    return p - r, q - s
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
