@@ -99,7 +99,9 @@ TYPED_TEST_SUITE(Adjugate, Types);
 TYPED_TEST(Adjugate, MatchesTheCofactorsInLongDouble) {
   using T = TypeParam;
   using W = wide_t<T>;
-  for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 32, 33, 40}) {
+  // n = 33: past the kernels, the LAPACK path (n = 40 there too cost 14 of 24 CPU-s: the
+  // reference is O(n^5)).
+  for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 32, 33}) {
     if (n > test_max_n()) break;
     const int64_t batch = n <= 16 ? 40 : 8;
     SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
