@@ -43,19 +43,35 @@ template <class E> TINYLA_HD E scale_pow2(E x, lane_of<E> e) {
   else return ldexp2(x, e);
 }
 
+// 2^(max_exponent - 24): det_accum's bound for unnormalized products (below).
+template <class T> inline constexpr T unnormalized_bound = [] {
+  T b = 1;
+  for (int i = 0; i < std::numeric_limits<T>::max_exponent - 24; ++i) b *= 2;
+  return b;
+}();
+
 // |det| = mant * 2^expo, det = sign * |det|. sign is +-1 (real) or a unit
 // complex phase; mant == 0 means singular (a zero pivot, whatever comes
 // after it), nan means a NaN pivot before any zero pivot. Readers
 // (logabsdet, determinant) need it normalized: 0.5 <= mant <= 1, which a
 // fresh accumulator, one multiply() on it, and normalize() all leave.
+// multiply<true>() (an elimination's pivots, normalize() after the last) keeps
+// SIMD lanes' mant unnormalized while every lane's product mant |pivot| stays within
+// 2^+-(max_exponent - 24) (unnormalized_bound): a normal number, rounded as mant times frexp's
+// fraction of |pivot| would be (the two differ by a power of two), so the
+// normalized result is the same, bit for bit, with no frexp per pivot (about
+// 20 vector instructions on AVX2). Other products (a zero, inf or NaN pivot,
+// one near the range's ends) take frexp's path from any mant in that range, and
+// normalize() after it.
 template <class E> struct det_accum {
   using L = lane_of<E>;
+  using T = lane_real<L>;
   E sign = make_element<E>(1.0);
   L mant = L(1);
   L expo = L(0);
 
   TINYLA_HD void flip(mask_of<L> m) { sign = select(m, -sign, sign); }
-  TINYLA_HD void multiply(E pivot) {
+  template <bool Unnormalized = false> TINYLA_HD void multiply(E pivot) {
     L mag, lifted = L(0);
     if constexpr (element_traits<E>::is_complex) {
       lifted = scale_into_range(pivot);  // else |pivot| could round to a subnormal or overflow
@@ -69,12 +85,26 @@ template <class E> struct det_accum {
       mag = absval(pivot);
       sign = select(pivot < L(0), -sign, sign);
     }
+    // SIMD lanes only. In a GPU thread the branch cost registers and local memory (sm_90, ptxas:
+    // the float64 determinant at n = 7 130 -> 141 registers, the complex128 adjugate's team
+    // kernel 80 bytes) and lengthened the warp teams' steps; there frexp is a few integer
+    // operations.
+    constexpr bool lazy = Unnormalized && lane_traits<L>::width > 1;
+    if constexpr (lazy) {
+      const L product = mant * mag;
+      if (!any_of(!((product >= L(T(1) / unnormalized_bound<T>)) & (product <= L(unnormalized_bound<T>))))) {
+        mant = product;
+        expo = expo - lifted;
+        return;
+      }
+    }
     L e;
     const L f = frexp2(mag, e);
     // The first zero pivot decides, as LAPACK's info > 0 does for numpy:
     // later pivots may be inf or NaN (0 * inf in the elimination).
     mant = select(mant == L(0), mant, mant * f);
     expo = expo + e - lifted;
+    if constexpr (lazy) normalize();  // else mant could drift below the range, step by step
   }
   TINYLA_HD void normalize() {
     L e;
@@ -98,7 +128,7 @@ template <class E> struct det_accum {
 // the same calls, no work.
 template <class E> struct no_det {
   TINYLA_HD void flip(mask_of<lane_of<E>>) {}
-  TINYLA_HD void multiply(E) {}
+  template <bool Unnormalized = false> TINYLA_HD void multiply(E) {}
   TINYLA_HD void normalize() {}
 };
 
@@ -290,11 +320,11 @@ TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, Acc& acc, lane_of<E>* pivots = n
     if (pivots) pivots[k] = piv;
     acc.flip(piv != L(k));
     const pivot_inverse<E> pinv(a[k * n + k]);
-    acc.multiply(pinv.p);
+    acc.template multiply<true>(pinv.p);
     info = first_zero_pivot(info, pinv.p, k);
     TINYLA_UNROLL
     for (int i = k + 1; i < n; ++i) a[i * n + k] = pinv.apply(a[i * n + k]);
-    if ((k & 15) == 15) acc.normalize();  // mant >= 2^-16 here: never underflows
+    if ((k & 15) == 15) acc.normalize();  // mant >= 2^-16 here (frexp's path): never underflows
   }
   acc.normalize();
   return info;
@@ -685,7 +715,7 @@ template <class E, class Diag, class Moved> TINYLA_HD det_accum<E> det_of_unit_p
   TINYLA_UNROLL
   for (int k = 0; k < n; ++k) {
     scale.flip(moved(k));
-    scale.multiply(diag(k));
+    scale.template multiply<true>(diag(k));
     if ((k & 15) == 15) scale.normalize();
   }
   scale.normalize();
