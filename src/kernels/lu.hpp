@@ -324,7 +324,7 @@ TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, Acc& acc, lane_of<E>* pivots = n
     info = first_zero_pivot(info, pinv.p, k);
     TINYLA_UNROLL
     for (int i = k + 1; i < n; ++i) a[i * n + k] = pinv.apply(a[i * n + k]);
-    if ((k & 15) == 15) acc.normalize();  // mant >= 2^-16 here (frexp's path): never underflows
+    if ((k & 15) == 15) acc.normalize();  // frexp's path (one lane): mant >= 2^-16 here, never underflows
   }
   acc.normalize();
   return info;
