@@ -43,12 +43,14 @@ template <class E> TINYLA_HD E scale_pow2(E x, lane_of<E> e) {
   else return ldexp2(x, e);
 }
 
-// 2^(max_exponent - 24): det_accum's bound for unnormalized products (below).
-template <class T> inline constexpr T unnormalized_bound = [] {
+// 2^k, k >= 0, as a constant.
+template <class T> constexpr T exact_pow2(int k) {
   T b = 1;
-  for (int i = 0; i < std::numeric_limits<T>::max_exponent - 24; ++i) b *= 2;
+  for (int i = 0; i < k; ++i) b *= 2;
   return b;
-}();
+}
+// det_accum's bound for unnormalized products (below).
+template <class T> inline constexpr T unnormalized_bound = exact_pow2<T>(std::numeric_limits<T>::max_exponent - 24);
 
 // |det| = mant * 2^expo, det = sign * |det|. sign is +-1 (real) or a unit
 // complex phase; mant == 0 means singular (a zero pivot, whatever comes
@@ -437,12 +439,8 @@ template <class E> struct split_2x2 {
 
 template <class S> TINYLA_HD constexpr bool may_be_2x2() { return S::fixed_n < 0 || S::fixed_n == 2; }
 
-// 2^(max_exponent/4 - 2): the safe range's bound (below).
-template <class T> inline constexpr T unscaled_bound = [] {
-  T b = 1;
-  for (int i = 0; i < std::numeric_limits<T>::max_exponent / 4 - 2; ++i) b *= 2;
-  return b;
-}();
+// The safe range's bound (below).
+template <class T> inline constexpr T unscaled_bound = exact_pow2<T>(std::numeric_limits<T>::max_exponent / 4 - 2);
 // True in lanes where x is 0 or within 2^+-(max_exponent/4 - 2) (complex: its larger
 // part). Where all four entries of a 2x2 are (and, for a solve, the right-hand side's),
 // ad - bc needs no scaling, and split_2x2 gives those lanes the unscaled form's bits, so
