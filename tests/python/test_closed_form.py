@@ -174,6 +174,18 @@ def _rounded_products_meeting_additions(fn, *args):
     return found
 
 
+def test_this_session_contracts_as_xlas_default_level():
+    """scripts/test runs this suite with XLA's CPU backend at optimization level 0 (its programs
+    compile in a third less time). The closed forms' tests below check what users' programs
+    compute only where XLA fuses a product into an fma as at its default level (3): a*a + c with
+    a = 1 + 2^-30 and c = -(1 + 2^-29) is 2^-60 with the fma and 0 without."""
+    a = jnp.full(8, 1 + 2.0**-30)
+    c = jnp.full(8, -(1 + 2.0**-29))
+    f = lambda a, c: a * a + c  # noqa: E731
+    at_default = jax.jit(f, compiler_options={"xla_backend_optimization_level": 3})(a, c)
+    np.testing.assert_array_equal(jax.jit(f)(a, c), at_default)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_no_rounded_product_meets_an_addition(dtype):
     """Compilers fuse a multiply and a following add into an fma where they may (GPU backends
