@@ -549,10 +549,13 @@ def workload_table(rows: list[dict]) -> list[str]:
         teams = f" ({r['threads'] // r['team']} teams)" if r["team"] > 1 else ""
         cells = [r["op"], str(r["n"]), r["kernel"].replace("tinyla_", ""), f"{r['threads']}{teams}, {r['shared']}"]
         for g, of in ((H100, 64), (MI300X, 32)):
-            p = r.get(g.name.split()[0])
+            p = r.get(g.name.split()[0])  # None where that GPU's image was not built
+            if not p:
+                cells += ["-"] * 4
+                continue
             fill = f", batch fills {p['filled']}" if p["filled"] < p["resident"] else ""
-            cells += ([f"{p['resident']}/{of} ({p['limit']}{fill})", f"{p['ms']:.3f}", f"{100 * p['hbm_fraction']:.0f}",
-                       p["bound"]] if p else ["-"] * 4)
+            cells += [f"{p['resident']}/{of} ({p['limit']}{fill})", f"{p['ms']:.3f}", f"{100 * p['hbm_fraction']:.0f}",
+                      p["bound"]]
         out.append("| " + " | ".join(cells) + " |")
     return out
 
