@@ -72,25 +72,23 @@ template <class E> constexpr bool per_thread_fits(family f, int64_t n) {
 }
 // Registers a per-thread kernel is held to on NVIDIA (0: the compiler's choice under the
 // launch bounds): at n >= 3 a determinant, inverse or adjugate whose arrays take at most
-// 32 registers, or an inverse at most 48, is held to 64 (an SM then holds half its threads),
-// the others of at most 48 to 80. ptxas -v, sm_90: the float64 determinant at n = 4 from 70 to
-// 64 registers and the inverse at n = 3 from 66 to 64; the complex128 determinant at n = 3 and
-// the complex64 adjugate at n = 4 from 88 and 86 to 80 (held to 64 they spill 36 and 16
-// bytes). An inverse's words count its column and pivots, not live beside all of A: the
-// float64 and complex64 inverses at n = 4 from 76 and 77 to 64 (24 -> 32 warps per SM), the
-// float32 one at n = 6 from 72 (28 -> 32). None spills ("0 bytes spill stores"; scans of the
-// caps 64, 80 and 128 over every per-thread kernel, bench/register_scan.py); the float64 and
-// complex64 inverses at n = 4 keep an 8-byte stack frame, a register that a division's
-// slow-path subroutine saves and restores (its STL/LDL, reached only where a divisor leaves the
-// fast path's exponent range: the float64 reciprocal's past 2^1021; sm_80, from the same PTX:
-// the float64 one spills 4 bytes, at most one STL/LDL a matrix). Held to 128, most arrays
-// of 84 words or more spill (the float64 inverse at n = 6, the determinant at n = 7). Solves
-// are left to ptxas: held to 64, some spill (float64 n = 4 24 bytes, complex128 n = 2 80) where
-// others would gain warps without (float64 n = 1..3, complex64 n = 2; not timed).
+// 32 registers is held to 64 (an SM then holds half its threads), at most 48 to 80. ptxas
+// -v, sm_90: the float64 determinant at n = 4 from 70 to 64 registers and the inverse at
+// n = 3 from 66 to 64; the complex128 determinant at n = 3 and the complex64 adjugate at n = 4
+// from 88 and 86 to 80 (held to 64 they spill 36 and 16 bytes). The float64 inverse at n = 4
+// takes 76 under 80 (24 warps per SM); held to 64 it fits (32 warps, an 8-byte frame for the
+// division's slow path) but measured 14 % slower as inv and no faster as slogdet's gradient on
+// an H200 (48 -> 56 us and 46 -> 46 us at (4096, 64, 4, 4), docs/gpu.md): more warps of
+// uncoalesced per-thread accesses did not pay.
+// None spills ("0 bytes spill stores"; scans of the caps 64, 80 and 128 over every per-thread
+// kernel, bench/register_scan.py). Held to 128, most arrays of 84 words or more spill (the
+// float64 inverse at n = 6, the determinant at n = 7). Solves are left to ptxas: held to 64,
+// some spill (float64 n = 4 24 bytes, complex128 n = 2 80) where others would gain warps
+// without (float64 n = 1..3, complex64 n = 2; not timed).
 template <class E> constexpr int per_thread_register_cap(family f, int64_t n) {
   if (f == family::solve || n < 3) return 0;
   const int64_t words = per_thread_words<E>(f, n);
-  return words <= (f == family::inverse ? 48 : 32) ? 64 : words <= 48 ? 80 : 0;
+  return words <= 32 ? 64 : words <= 48 ? 80 : 0;
 }
 // Matrices (= threads) per block of the per-thread kernel, by n, for elements
 // of up to 8 bytes; halved for 16-byte ones (their registers double).
