@@ -175,10 +175,11 @@ def _rounded_products_meeting_additions(fn, *args):
 
 
 def test_this_session_contracts_as_xlas_default_level():
-    """scripts/test runs this suite with XLA's CPU backend at optimization level 0 (a quarter
-    less CPU time: compiling is most of it). The closed forms' tests below check what users'
-    programs compute only where XLA fuses a product into an fma as at its default level (3):
-    a*a + c with a = 1 + 2^-30 and c = -(1 + 2^-29) is 2^-60 with the fma and 0 without."""
+    """scripts/test runs this suite with XLA's CPU backend at a lower optimization level (0 on
+    most hosts: a quarter less CPU time, compiling is most of it), the lowest that it probes to
+    contract as the default does. The closed forms' tests below check what users' programs
+    compute only where XLA fuses a product into an fma as at its default level (3): a*a + c
+    with a = 1 + 2^-30 and c = -(1 + 2^-29) is 2^-60 with the fma and 0 without."""
     a = jnp.full(8, 1 + 2.0**-30)
     c = jnp.full(8, -(1 + 2.0**-29))
     f = lambda a, c: a * a + c  # noqa: E731
