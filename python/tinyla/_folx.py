@@ -78,15 +78,18 @@ def _row_coordinates(mask: np.ndarray):
 # into its loop; on the CPU the kernel was faster all the same: bench/ansatz.py's folx energy 8-16 %
 # faster at n = 5..14 and 24 (best against best), at 16 in 3 of 5 runs, equal at n = 2, 3, with as
 # much memory (docs/benchmarks.md, Table 3). GPUs keep XLA's form, which an H100 ran as below; the
-# kernel is not timed on stacks there.
+# kernel is not timed on stacks there. Compiled for an H100 without a device (tests/gpu_programs'
+# way, 256 walkers; docs/gpu.md), XLA's form holds more temporary memory than jnp's program at
+# n_el = 16 and 32 (652 and 765 MiB against 589 and 685), the kernel 589 and 729.
 _STACK_KERNEL_PLATFORMS = ("cpu",)
-# For XLA's form (GPUs): M_c = A^-1 dA/dx_c as a dot for these n, as fused element-wise products
-# elsewhere. The fused form takes folx's Jacobian into its loop, so when that Jacobian is itself a
-# fused expression (the product rule of the orbitals) XLA recomputes it for each of the n terms of
-# every entry; a dot's operand is written once. Measured on the CPU (the folx Laplacian of
-# bench/qmc_workload.py's Slater ansatz, 256 walkers, both in one process, when the CPU took this
-# form): the dot 5-16 % faster at n = 7..15, the fused form 12-14 % faster at n = 4..6 and 1-8 % at
-# n = 16..24 (there XLA writes the Jacobian out itself). tr(M_c M_c) is a reduction: on an H100
+# For XLA's form (GPUs): M_c = A^-1 dA/dx_c as a dot for these n, elsewhere as _matmul lowers it
+# (fused element-wise products up to n = 4 on GPUs, a dot above). The fused form takes folx's
+# Jacobian into its loop, so when that Jacobian is itself a fused expression (the product rule of
+# the orbitals) XLA recomputes it for each of the n terms of every entry; a dot's operand is
+# written once. Measured on the CPU (the folx Laplacian of bench/qmc_workload.py's Slater ansatz,
+# 256 walkers, both in one process, when the CPU took this form): the dot 5-16 % faster at
+# n = 7..15, the fused form 12-14 % faster at n = 4..6 and 1-8 % at n = 16..24 (there XLA writes
+# the Jacobian out itself). tr(M_c M_c) is a reduction: on an H100
 # (jax 0.11.2, bench/ansatz.py's folx local energy, n_el = 16, 4096 walkers, stacks of K = 16 blocks
 # of n = 8, all in one process) jnp 45.1 ms, tinyla with the pair sums as element-wise adds 50.5,
 # with the reduction 40.5, the zero-cost stand-in 31.9.

@@ -316,18 +316,34 @@ def _call(op: str, *args) -> list[jax.Array]:
 _HIGHEST = jax.lax.Precision.HIGHEST  # no reduced-precision matmuls in tangents (GPU)
 
 
-_FUSED_MATMUL_MAX_K = 32
+# Largest contraction size k at which _matmul is one element-wise expression, per platform;
+# above it, a dot. Measured inside FermiNet's local energy (bench/ansatz.py's Hessian trace, a
+# Zen 5 guest, one thread, both forms in one process): the fused form 15-23 % faster at k = 5, 7,
+# the dot 4 % faster at k = 8, equal at 12, 6 % faster at 16 (where the step then reaches the
+# zero-cost stand-in). Alone, on a (B, 64, k, k) input, the fused form is the faster, 1.3-1.7x at
+# k = 8, 16; why the model turns this around was not found (forcing the fused form's operands or
+# its result into memory did not change it). XLA's GPU compiler splits the fused form into 20-70
+# kernels from k = 5 on (k = 6 for some device descriptions) and the Hessian-vector product then
+# holds 1.2-1.4x jnp's temporary memory, where the dot is 4 kernels and 0.94-0.99x jnp's memory
+# ((4096, 64, k, k) float64, compiled for an H100 and an H200 by tests/gpu_programs).
+_FUSED_MATMUL_MAX_K = {"cpu": 7, "gpu": 4}
 
 
 def _matmul(x, y):
-    """x @ y; up to contraction size 32 as a sum of rank-1 products, one element-wise expression
-    that XLA fuses into a single loop (and into its neighbours). XLA's batched dot is slower on
-    such tiny matrices: on the CPU 1.3x at k = 8..32 and 8x at k = 4..5 (batches of 1024..4096,
-    float64, measured side by side). The sum runs in the order a dot's would, so rounding is the same."""
+    """x @ y in the form that platform compiles best (_FUSED_MATMUL_MAX_K): a sum of rank-1
+    products, in the order a dot's would run, or a dot. Chosen when lowering, as the closed forms are."""
     k = x.shape[-1]
-    if k == 0 or k > _FUSED_MATMUL_MAX_K:
+
+    def fused(x, y):
+        return functools.reduce(operator.add, (x[..., :, j, None] * y[..., None, j, :] for j in range(k)))
+
+    def dot(x, y):
         return jnp.matmul(x, y, precision=_HIGHEST)
-    return functools.reduce(operator.add, (x[..., :, j, None] * y[..., None, j, :] for j in range(k)))
+
+    cpu, gpu = (fused if 0 < k <= _FUSED_MATMUL_MAX_K[p] else dot for p in ("cpu", "gpu"))
+    if cpu is gpu:
+        return cpu(x, y)
+    return jax.lax.platform_dependent(x, y, cpu=cpu, default=gpu)
 
 
 def _trace_with_inverse(inverse, da, transposed: bool):

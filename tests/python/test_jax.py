@@ -307,6 +307,26 @@ def test_derivatives_match_jnp(name, n, dtype):
     """grad, jvp, vjp, jacfwd, jacrev, hessian against jnp.linalg's own rules, all in one jit'ed
     program per side, as models use them (one program per transform took 2.5x as long: XLA's
     compile time per program dominates; the finite-difference test above runs the rules eagerly)."""
+    assert_derivatives_match_jnp(name, n, dtype)
+
+
+@pytest.mark.parametrize("form", ["rank-1 sums", "dot"])
+@pytest.mark.parametrize("name,dtype", [(name, dt) for name, _, dt in cases([np.float64, np.complex128], [5])])
+def test_derivative_products_in_both_forms(name, dtype, form):
+    """The rules' matrix products (-A^-1 dA A^-1 and its kin) lower to rank-1 sums or a dot by
+    platform and size (tinyla/jax.py, _matmul: the CPU sums up to k = 7, GPUs up to 4): both
+    forms, on the CPU, at n = 5 against jnp's rules to second order."""
+    saved = dict(tlj._FUSED_MATMUL_MAX_K)
+    tlj._FUSED_MATMUL_MAX_K["cpu"] = 32 if form == "rank-1 sums" else 0
+    jax.clear_caches()  # the form is chosen when tracing the rules, which jax caches
+    try:
+        assert_derivatives_match_jnp(name, 5, dtype)
+    finally:
+        tlj._FUSED_MATMUL_MAX_K.update(saved)
+        jax.clear_caches()
+
+
+def assert_derivatives_match_jnp(name, n, dtype):
     ours, theirs = FUNCTIONS[name]
     a = jnp.asarray(random_matrices((3, n, n), dtype, seed=10 + n))
     da = jnp.asarray(random_matrices((3, n, n), dtype, seed=20 + n))
