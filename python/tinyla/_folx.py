@@ -77,12 +77,14 @@ def _row_coordinates(mask: np.ndarray):
 # The kernel needs the Jacobian written out where XLA's contraction fuses the Jacobian's producer
 # into its loop; on the CPU the kernel was faster all the same: bench/ansatz.py's folx energy 8-16 %
 # faster at n = 5..14 and 24 (best against best), at 16 in 3 of 5 runs, equal at n = 2, 3, with as
-# much memory (docs/benchmarks.md, Table 3). GPUs keep XLA's form, which an H100 ran as below; the
-# kernel is not timed on stacks there. Compiled for an H100 without a device (tests/gpu_programs'
-# way, 256 walkers; docs/gpu.md), XLA's form holds more temporary memory than jnp's program at
-# n_el = 16 and 32 (652 and 765 MiB against 589 and 685), the kernel 589 and 729.
-_STACK_KERNEL_PLATFORMS = ("cpu",)
-# For XLA's form (GPUs): M_c = A^-1 dA/dx_c as a dot for these n, elsewhere as _matmul lowers it
+# much memory (docs/benchmarks.md, Table 3). GPUs too, by memory: compiled for an H100 without a
+# device (tests/gpu_programs; bench/ansatz.py, 256 walkers, docs/gpu.md), XLA's form held more
+# temporary memory than folx + jnp at n_el = 16 and 32 -- the folx energy 652 and 765 MiB against
+# 589 and 685, the VMC step at 32 997 against 708 -- and the kernel 589, 729 and 703, in fewer
+# kernels; in time the kernel on stacks equalled XLA's form at n_el = 4 on an H200, and on one
+# matrix it was 0.99-1.31x as fast (Table 2). bench/ansatz.py times XLA's form beside it on a GPU.
+_STACK_KERNEL_PLATFORMS = ("cpu", "cuda", "rocm")
+# For XLA's form (bench/ansatz.py's comparison): M_c = A^-1 dA/dx_c as a dot for these n, elsewhere as _matmul lowers it
 # (fused element-wise products up to n = 4 on GPUs, a dot above). The fused form takes folx's
 # Jacobian into its loop, so when that Jacobian is itself a fused expression (the product rule of
 # the orbitals) XLA recomputes it for each of the n terms of every entry; a dot's operand is

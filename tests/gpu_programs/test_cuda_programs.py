@@ -166,3 +166,20 @@ def test_folx_laplacian_memory_no_higher_than_jnps(cuda, n_el, sparsity):
             assert any(k.startswith("custom-call:tinyla_") for k in kernels(compiled)), kernels(compiled)
     matrices = 256 * n_el * n_el * 8
     assert sizes["tinyla"] < sizes["jnp"] + matrices / 2, (sizes, matrices)
+
+
+@pytest.mark.parametrize("workload", ["E_L folx", "E_L hessian"])
+def test_ansatz_step_memory_no_higher_than_jnps(cuda, workload):
+    """bench/ansatz.py's FermiNet-like local energy at n_el = 16 (K = 16 determinants of 8 x 8 per
+    spin block, 256 walkers), by folx's Laplacian and by the Hessian's trace: no more temporary
+    memory than the same model on jnp.linalg. Before 2026-11-30 both held more: folx's stacks
+    contracted by XLA (652 MiB against 589) and the Hessian's products as rank-1 sums (110
+    against 104; docs/gpu.md)."""
+    sys.path.insert(0, str(BENCH))
+    import ansatz
+
+    n_el = 16
+    params = ansatz.init_params(n_el)
+    xs = jax.ShapeDtypeStruct((256, 3 * n_el), np.float64)
+    sizes = {c: temp_bytes(cuda(ansatz.workloads(n_el, c)[workload], params, xs)) for c in ("tinyla", "jnp")}
+    assert sizes["tinyla"] <= sizes["jnp"], sizes
