@@ -84,17 +84,17 @@ def _row_coordinates(mask: np.ndarray):
 # kernels; in time the kernel on stacks equalled XLA's form at n_el = 4 on an H200, and on one
 # matrix it was 0.99-1.31x as fast (Table 2). bench/ansatz.py times XLA's form beside it on a GPU.
 _STACK_KERNEL_PLATFORMS = ("cpu", "cuda", "rocm")
-# For XLA's form (bench/ansatz.py's comparison): M_c = A^-1 dA/dx_c as a dot for these n, elsewhere as _matmul lowers it
-# (fused element-wise products up to n = 4 on GPUs, a dot above). The fused form takes folx's
-# Jacobian into its loop, so when that Jacobian is itself a fused expression (the product rule of
-# the orbitals) XLA recomputes it for each of the n terms of every entry; a dot's operand is
-# written once. Measured on the CPU (the folx Laplacian of bench/qmc_workload.py's Slater ansatz,
-# 256 walkers, both in one process, when the CPU took this form): the dot 5-16 % faster at
-# n = 7..15, the fused form 12-14 % faster at n = 4..6 and 1-8 % at n = 16..24 (there XLA writes
-# the Jacobian out itself). tr(M_c M_c) is a reduction: on an H100
-# (jax 0.11.2, bench/ansatz.py's folx local energy, n_el = 16, 4096 walkers, stacks of K = 16 blocks
-# of n = 8, all in one process) jnp 45.1 ms, tinyla with the pair sums as element-wise adds 50.5,
-# with the reduction 40.5, the zero-cost stand-in 31.9.
+# For XLA's form (bench/ansatz.py's comparison): M_c = A^-1 dA/dx_c as a dot for these n,
+# elsewhere as _matmul lowers it (fused element-wise products up to n = 4 on GPUs, a dot above).
+# The fused form takes folx's Jacobian into its loop, so when that Jacobian is itself a fused
+# expression (the product rule of the orbitals) XLA recomputes it for each of the n terms of every
+# entry; a dot's operand is written once. Measured on the CPU (the folx Laplacian of
+# bench/qmc_workload.py's Slater ansatz, 256 walkers, both in one process, when the CPU took this
+# form): the dot 5-16 % faster at n = 7..15, the fused form 12-14 % faster at n = 4..6 and 1-8 % at
+# n = 16..24 (there XLA writes the Jacobian out itself). tr(M_c M_c) is a reduction: on an H100
+# (jax 0.11.2, bench/ansatz.py's folx local energy, n_el = 16, 4096 walkers, stacks of K = 16
+# blocks of n = 8, all in one process) jnp 45.1 ms, tinyla with the pair sums as element-wise adds
+# 50.5, with the reduction 40.5, the zero-cost stand-in 31.9.
 _DOT_PRODUCTS_N = range(7, 16)
 
 
