@@ -111,7 +111,7 @@ def test_closed_forms_are_fused_xla_code(cuda, n, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("n", [3, 8, 9, 16, 32])
+@pytest.mark.parametrize("n", [3, 9, 32])  # per thread, warp teams, the largest
 def test_ops_and_gradients_are_one_kernel(cuda, n, dtype):
     """n >= 3: each op, and the gradient of slogdet (A^-T from the same factorization), is
     tinyla's custom call alone: XLA adds no layout copy, no transposition, no other kernel."""
