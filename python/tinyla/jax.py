@@ -330,8 +330,9 @@ _FUSED_MATMUL_MAX_K = {"cpu": 7, "gpu": 4}
 
 
 def _matmul(x, y):
-    """x @ y in the form that platform compiles best (_FUSED_MATMUL_MAX_K): a sum of rank-1
-    products, in the order a dot's would run, or a dot. Chosen when lowering, as the closed forms are."""
+    """x @ y in the form that platform compiles best (_FUSED_MATMUL_MAX_K, read when tracing): a
+    sum of rank-1 products, in the order a dot's would run, or a dot; the platform's form is
+    picked when lowering (lax.platform_dependent)."""
     k = x.shape[-1]
 
     def fused(x, y):

@@ -25,7 +25,7 @@ import tinyla.jax as tlj
 
 jax.config.update("jax_enable_x64", True)
 
-BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))  # the benchmarks' models
 BATCH = (4096, 64)  # the reports' workload: (4096, 64, N, N)
 
 if "cuda" not in tlj.GPU_PLATFORMS:
@@ -152,7 +152,6 @@ def test_folx_laplacian_memory_no_higher_than_jnps(cuda, n_el, sparsity):
     tinyla's (the buffer assignments, 2026-11-30). An extra array of the matrices' size or
     larger -- Delta A, A^-1, folx's Jacobian -- fails."""
     import folx
-    sys.path.insert(0, str(BENCH))
     from qmc_workload import slater_log_psi
 
     x = jax.ShapeDtypeStruct((256, 3 * n_el), np.float64)
@@ -175,7 +174,6 @@ def test_ansatz_step_memory_no_higher_than_jnps(cuda, workload):
     memory than the same model on jnp.linalg. Before 2026-11-30 both held more: folx's stacks
     contracted by XLA (652 MiB against 589) and the Hessian's products as rank-1 sums (110
     against 104; docs/gpu.md)."""
-    sys.path.insert(0, str(BENCH))
     import ansatz
 
     n_el = 16
