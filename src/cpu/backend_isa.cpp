@@ -317,6 +317,60 @@ TINYLA_INLINE void prefetch_matrices(const void* data, int64_t per_matrix, int64
   for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
 }
 
+// ---- n = 2 inverses as the matrices lie in memory ------------------------------
+
+// The entries of each 2 x 2 matrix of a vector (row-major, four lanes a matrix) permuted
+// within the matrix: lane 4q + i of the result is lane 4q + I_i of x.
+template <int I0, int I1, int I2, int I3, class R, int V, std::size_t... K>
+TINYLA_INLINE simd<R, V> within_matrices(simd<R, V> x, std::index_sequence<K...>) {
+  constexpr int roles[4] = {I0, I1, I2, I3};
+  return {__builtin_shufflevector(x.v, x.v, int(K & ~std::size_t(3)) + roles[K & 3]...)};
+}
+template <int I0, int I1, int I2, int I3, class R, int V> TINYLA_INLINE simd<R, V> within_matrices(simd<R, V> x) {
+  return within_matrices<I0, I1, I2, I3>(x, std::make_index_sequence<V>{});
+}
+
+// Whether run_range inverts real 2 x 2 lane groups with invert_2x2_as_stored first: where a
+// vector holds two matrices or more. `inv_transposed`, 1 thread, 8 MiB, ns a matrix, a Zen 5
+// guest, best of three processes each, lanes -> as stored: AVX-512 float64 1.54-1.67 ->
+// 0.88-0.94, float32 0.75-0.78 -> 0.47-0.49; AVX2 float32 1.12-1.14 -> 0.69-0.70. AVX2's float64,
+// one matrix a vector and so a division each, took 1.80 against 1.30 in the lanes.
+template <int V> constexpr bool inverts_2x2_as_stored = V >= 8;
+
+// The inverse (A^-T when Transposed) of a lane group of real 2 x 2 matrices, V of them in four
+// vectors as they lie in memory. Returns false, having written nothing, unless every matrix is
+// common: its entries and its det nonzero, finite and within the safe range (unscaled_bound),
+// where invert_2x2 takes its unscaled case. This does that case's operations, each lane of a
+// matrix holding the operand its role needs -- lane 0 of ad - bc is diff_of_products(a, d, b, c),
+// entry j of the result (+-adj_j) * (1 / det) -- so it gives the same bits, with shuffles within
+// each matrix in place of the transposes into lanes and back, which made AVX-512's n = 2
+// inverse slower than AVX2's (docs/benchmarks.md).
+template <class R, int V, bool Transposed> TINYLA_INLINE bool invert_2x2_as_stored(const R* a, R* x) {
+  using L = simd<R, V>;
+  static_assert(V % 4 == 0, "whole matrices in a vector");
+  const L sign = []<std::size_t... K>(std::index_sequence<K...>) {  // + - - + in each matrix
+    return L(typename L::native{(K % 4 == 0 || K % 4 == 3 ? R(1) : R(-1))...});
+  }(std::make_index_sequence<V>{});
+  // Common, every lane: the sum of its entries' magnitudes (NaN or inf where one is) at most the
+  // safe range's bound, the least of them and of |det| at least its reciprocal.
+  L y[4], sum, least;
+  for (int k = 0; k < 4; ++k) {
+    const L m = L::load(a + k * V);  // a b c d
+    const L dcba = within_matrices<3, 2, 1, 0>(m), badc = within_matrices<1, 0, 3, 2>(m);
+    const L det = within_matrices<0, 0, 0, 0>(diff_of_products(m, dcba, badc, within_matrices<2, 3, 0, 1>(m)));
+    const L magnitude = absval(m), det_magnitude = absval(det);
+    if (k == 0) sum = magnitude, least = magnitude;
+    else sum = sum + magnitude, least = select(magnitude < least, magnitude, least);
+    least = select(det_magnitude < least, det_magnitude, least);
+    // A^-T = [d -c; -b a] / det, A^-1 = [d -b; -c a] / det; 1 / det is invert_2x2's
+    // reciprocal_or_zero(det) wherever the result is kept (det != 0)
+    y[k] = (Transposed ? dcba : within_matrices<3, 1, 2, 0>(m)) * sign * (L(1) / det);
+  }
+  if (any_of(!((sum <= L(unscaled_bound<R>)) & (least >= L(R(1) / unscaled_bound<R>))))) return false;
+  for (int k = 0; k < 4; ++k) y[k].store(x + k * V);
+  return true;
+}
+
 // P = 2: register pairs, used for the determinant of the small sizes that
 // are latency-bound (dependent pivot -> division -> update steps). n <= 2 is
 // throughput-bound, and inverses/solves (twice the live data) would spill.
@@ -363,6 +417,13 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
       prefetch_matrices<R>(jb.a, ka, b + W, next_count);
       if constexpr (F == family::solve) prefetch_matrices<R>(jb.b, kb, b + W, next_count);
     }
+    if constexpr (N == 2 && C == 1 && inverts_2x2_as_stored<V> && F == family::inverse && !WithDet && !Adjugate)
+      if (const R* in = static_cast<const R*>(jb.a) + b * ka;
+          count == W && (jb.transpose_x ? invert_2x2_as_stored<R, V, true>(in, static_cast<R*>(jb.x) + b * ka)
+                                        : invert_2x2_as_stored<R, V, false>(in, static_cast<R*>(jb.x) + b * ka))) {
+        if (jb.info) std::fill_n(jb.info + b, count, 0);
+        continue;
+      }
     pack_group<R, V, P>(static_cast<const R*>(jb.a) + b * ka, ka, count, a.data());
     Acc acc;
     if constexpr (F == family::determinant) {

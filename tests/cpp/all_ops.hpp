@@ -125,25 +125,27 @@ template <class T> T rounded_to_halves(T v) {
 }
 
 // Runs every op over a batch mixing random, singular, NaN, subnormal-pivot,
-// scaled, tied-pivot and signed-zero matrices (matrix_kind); returns every output. run(dtype, job) -> status.
+// scaled, tied-pivot and signed-zero matrices (matrix_kind; one every `spacing` matrices,
+// the others random); returns every output. run(dtype, job) -> status.
 template <class T, class Runner = decltype(&run_on_cpu)>
-all_outputs run_all_ops(int n, int64_t batch, Runner run = &run_on_cpu) {
+all_outputs run_all_ops(int n, int64_t batch, Runner run = &run_on_cpu, int64_t spacing = 5) {
   using R = real_t<T>;
   using tinyla::op;
   auto a = make_batch<T>(kind::random, batch, n, 4242 + n);
-  for (int64_t b = 0; b < batch && n > 0; b += 5) {
+  for (int64_t b = 0; b < batch && n > 0; b += spacing) {
     T* m = a.data() + b * n * n;
-    switch ((b / 5) % 6) {  // matrix_kind
+    const int64_t k = b / spacing;
+    switch (k % 6) {  // matrix_kind
       case 0:
         for (int i = 0; i < n * n; ++i) m[i] *= R(1e-40) * std::numeric_limits<R>::min();
         break;  // tiny pivots
       case 1:   // singular: a zero column, somewhere (a zero pivot there), or two (rank n - 2)
         for (int i = 0; i < n; ++i) {
-          m[i * n + (b / 5) % n] = T(0);
-          if ((b / 5) % 3 == 0) m[i * n + (b / 5 + 1) % n] = T(0);
+          m[i * n + k % n] = T(0);
+          if (k % 3 == 0) m[i * n + (k + 1) % n] = T(0);
         }
         break;
-      case 2: m[(b / 5) % (n * n)] = T(std::numeric_limits<R>::quiet_NaN()); break;
+      case 2: m[k % (n * n)] = T(std::numeric_limits<R>::quiet_NaN()); break;
       case 3:
         for (int i = 0; i < n * n; ++i) m[i] *= big_scale<T>();
         break;
