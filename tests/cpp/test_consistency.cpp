@@ -20,20 +20,29 @@ template <class T> class Consistency : public RestoresCpuSettings {};
 using Types = ::testing::Types<float, double, std::complex<float>, std::complex<double>>;
 TYPED_TEST_SUITE(Consistency, Types);
 
-TYPED_TEST(Consistency, EverySimdBackendMatchesScalarLanesBitForBit) {
-  using T = TypeParam;
-  int compared = 0;
-  for (int n = 0; n <= 34; ++n) {
-    const int64_t batch = 37;  // partial last group for every lane count
-    ASSERT_TRUE(tinyla::cpu::select_backend("scalar"));
-    const auto expect = run_all_ops<T>(n, batch);
-    for (const char* isa : {"vec128", "avx2", "avx512"}) {
-      if (!tinyla::cpu::select_backend(isa)) continue;  // not built or not runnable here
-      SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " " + isa);
-      EXPECT_EQ(first_difference(run_all_ops<T>(n, batch), expect), "");
-      ++compared;
-    }
+// Every op at size n through each SIMD backend this CPU runs, compared bit for bit with the
+// scalar lanes (run_all_ops's batch, its special matrices `spacing` apart). Returns how many
+// backends ran.
+template <class T> int expect_simd_backends_match_scalar_lanes(int n, int64_t batch, int64_t spacing = 5) {
+  if (!tinyla::cpu::select_backend("scalar")) {
+    ADD_FAILURE() << "no scalar backend";
+    return 0;
   }
+  const auto expect = run_all_ops<T>(n, batch, &run_on_cpu, spacing);
+  int compared = 0;
+  for (const char* isa : {"vec128", "avx2", "avx512"}) {
+    if (!tinyla::cpu::select_backend(isa)) continue;  // not built or not runnable here
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " " + isa);
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, batch, &run_on_cpu, spacing), expect), "");
+    ++compared;
+  }
+  return compared;
+}
+
+TYPED_TEST(Consistency, EverySimdBackendMatchesScalarLanesBitForBit) {
+  int compared = 0;
+  for (int n = 0; n <= 34; ++n)
+    compared += expect_simd_backends_match_scalar_lanes<TypeParam>(n, 37);  // partial groups
   EXPECT_GT(compared, 0) << "no SIMD backend ran";
 }
 
@@ -42,18 +51,8 @@ TYPED_TEST(Consistency, EverySimdBackendMatchesScalarLanesBitForBit) {
 // in memory (backend_isa.cpp, invert_2x2_as_stored), the others one special matrix each, which
 // sends the group into the lanes; a partial group at the end. Both give the scalar lanes' bits.
 TYPED_TEST(Consistency, TwoByTwoGroupsOfCommonMatricesMatchScalarLanesBitForBit) {
-  using T = TypeParam;
-  const int64_t batch = 16 * 24 + 7, spacing = 40;  // groups of 16, 8 and 4 matrices: most of them common
-  ASSERT_TRUE(tinyla::cpu::select_backend("scalar"));
-  const auto expect = run_all_ops<T>(2, batch, &run_on_cpu, spacing);
-  int compared = 0;
-  for (const char* isa : {"vec128", "avx2", "avx512"}) {
-    if (!tinyla::cpu::select_backend(isa)) continue;
-    SCOPED_TRACE(type_name<T>() + " " + isa);
-    EXPECT_EQ(first_difference(run_all_ops<T>(2, batch, &run_on_cpu, spacing), expect), "");
-    ++compared;
-  }
-  EXPECT_GT(compared, 0) << "no SIMD backend ran";
+  // groups of 16, 8 and 4 matrices, most of them common
+  EXPECT_GT(expect_simd_backends_match_scalar_lanes<TypeParam>(2, 16 * 24 + 7, 40), 0) << "no SIMD backend ran";
 }
 
 TYPED_TEST(Consistency, ThreadCountsGiveIdenticalBits) {
