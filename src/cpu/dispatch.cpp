@@ -306,10 +306,11 @@ bool execute(dtype t, const job& jb) {
     else run_lapack(t, jb, begin, end);
   };
 
-  // Split only when each task gets enough work (~1e6 units of (n+1)^2 (n+m+1),
-  // some 50-100 us) to pay for waking a worker. Chunk edges are multiples of
-  // 64 matrices; each matrix's result does not depend on its neighbours, so
-  // the split never changes any bits.
+  // Split only when each thread gets enough work (~1e6 units of (n+1)^2 (n+m+1),
+  // some 50-100 us) to pay for waking a worker, and then into chunks_per_thread
+  // chunks a thread, taken in turn, so that the calling thread does a worker's share
+  // while the worker wakes. Chunk edges are multiples of 64 matrices; each matrix's
+  // result does not depend on its neighbours, so the split never changes any bits.
   std::int64_t m = 0;  // right-hand sides carried through the elimination
   if (jb.kind == op::solve) m = jb.nrhs;
   if (family_of(jb.kind) == family::inverse || family_of(jb.kind) == family::adjugate) m = jb.n;
@@ -318,7 +319,9 @@ bool execute(dtype t, const job& jb) {
   auto p = get_pool();
   const std::int64_t by_work = std::int64_t(work / 1e6) + 1;
   const std::int64_t by_batch = (jb.batch + 63) / 64;
-  const int tasks = int(std::min<std::int64_t>({p->threads(), by_work, by_batch}));
+  const std::int64_t threads = std::min<std::int64_t>({p->threads(), by_work, by_batch});
+  constexpr int chunks_per_thread = 4;
+  const int tasks = int(threads > 1 ? std::min(threads * chunks_per_thread, by_batch) : 1);
   std::int64_t chunk = (jb.batch + tasks - 1) / tasks;
   chunk = (chunk + 63) / 64 * 64;
 

@@ -1,10 +1,52 @@
 #include "cpu/thread_pool.hpp"
 
+#include <sched.h>
+
+#include <chrono>
 #include <exception>
 
 namespace tinyla::cpu {
+namespace {
 
-thread_pool::thread_pool(int threads) {
+// How long a waiting thread polls before it sleeps: a JAX program's next call comes within
+// some microseconds (the Python dispatch of a jitted function, or the neighbouring XLA
+// operations), and a futex wake-up of 20-50 us in a virtual machine took a quarter to a
+// third of a call on 4-8 MiB (docs/benchmarks.md, "The thread pool").
+constexpr auto spin_time = std::chrono::microseconds(100);
+
+// The CPUs this process may run on. A pool with more threads than those sleeps at once:
+// a spinning thread would take a CPU from one with work.
+int usable_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return int(std::thread::hardware_concurrency());
+}
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// True once done() holds, false if it still does not after spin_time (or at once where
+// the pool does not spin).
+template <class Done> bool spin_until(bool spins, Done done) {
+  if (!spins) return done();
+  const auto deadline = std::chrono::steady_clock::now() + spin_time;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+  }
+}
+
+}  // namespace
+
+thread_pool::thread_pool(int threads) : spins_(threads <= usable_cpus()) {
   try {
     workers_.reserve(threads - 1);
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
@@ -34,7 +76,13 @@ void thread_pool::worker_loop() {
   std::uint64_t seen = 0;
   std::unique_lock lk(m_);
   for (;;) {
-    wake_.wait(lk, [&] { return stop_ || generation_ != seen; });
+    auto woken = [&] { return stop_ || generation_ != seen; };
+    if (!woken()) {
+      lk.unlock();
+      spin_until(spins_, woken);
+      lk.lock();
+      wake_.wait(lk, woken);
+    }
     if (stop_) return;
     seen = generation_;
     ++busy_;  // run() does not return (and reset the task state) while we drain
@@ -62,10 +110,15 @@ void thread_pool::run(int tasks, const std::function<void(int)>& fn) {
     done_ = 0;
     ++generation_;
   }
-  wake_.notify_all();
+  // Workers still spinning from the last run join by themselves; wake sleepers for the rest.
+  for (int i = 1; i < tasks && i <= int(workers_.size()); ++i) wake_.notify_one();
   drain();
-  std::unique_lock lk(m_);
-  finished_.wait(lk, [&] { return done_.load() == tasks_ && busy_ == 0; });
+  auto finished = [&] { return done_ == tasks_ && busy_ == 0; };
+  if (!spin_until(spins_, finished)) {
+    std::unique_lock lk(m_);
+    finished_.wait(lk, finished);
+  }
+  std::lock_guard lk(m_);
   fn_ = nullptr;
 }
 

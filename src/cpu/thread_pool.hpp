@@ -3,6 +3,11 @@
 // done. One run at a time; a run requested while another is in progress (a
 // second user thread, or a nested call) executes inline on its caller. When
 // the system refuses a thread, the pool runs with the workers it got.
+//
+// Waiting spins for a while before it sleeps (as OpenMP runtimes and Eigen's
+// pool do): a worker that sleeps on a futex takes tens of microseconds to wake
+// in a virtual machine, as long as a whole call on a few MiB, and a JAX
+// program calls the kernels back to back.
 #pragma once
 
 #include <atomic>
@@ -31,14 +36,15 @@ class thread_pool {
 
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // one run at a time
-  std::mutex m_;
+  std::mutex m_;          // with the condition variables, for sleeping; the state is atomic for spinning
   std::condition_variable wake_, finished_;
   const std::function<void(int)>* fn_ = nullptr;
   int tasks_ = 0;
   std::atomic<int> next_{0}, done_{0};
-  int busy_ = 0;  // workers inside drain() for the current generation
-  std::uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<int> busy_{0};  // workers inside drain() for the current generation
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  const bool spins_;  // whether waiting threads poll before they sleep (no more threads than CPUs)
 };
 
 }  // namespace tinyla::cpu
