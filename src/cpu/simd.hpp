@@ -229,6 +229,18 @@ template <class T, int W> TINYLA_INLINE simd<T, W> select(simd_mask<T, W> m, sim
     return {m.v ? a.v : b.v};
   }
 }
+// a < b ? a : b, lane by lane: b where either is NaN. One min instruction (x86's min has these
+// semantics), where a compare and a select through AVX-512's mask registers are two.
+template <class T, int W> TINYLA_INLINE simd<T, W> lesser(simd<T, W> a, simd<T, W> b) {
+  using native = typename simd<T, W>::native;
+#if defined(__AVX512F__)
+  if constexpr (sizeof(native) == 64) {
+    if constexpr (sizeof(T) == 8) return {(native)_mm512_min_pd((__m512d)a.v, (__m512d)b.v)};
+    else return {(native)_mm512_min_ps((__m512)a.v, (__m512)b.v)};
+  }
+#endif
+  return {a.v < b.v ? a.v : b.v};
+}
 template <class T, int W> TINYLA_INLINE bool any_of(simd_mask<T, W> m) {
   if constexpr (is_bit_mask<simd_mask<T, W>>) return m.k != 0;
   else return native_ops::any(m.v);
