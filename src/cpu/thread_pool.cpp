@@ -41,6 +41,7 @@ template <class Done> bool spin_until(bool spins, Done done) {
       cpu_relax();
     }
     if (std::chrono::steady_clock::now() > deadline) return false;
+    sched_yield();  // a thread woken on this CPU (XLA's next operation) runs now, not after the spin
   }
 }
 
