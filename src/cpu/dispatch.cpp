@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -159,6 +160,24 @@ int threads_from_env() {
   return 0;
 }
 
+// How long the pool's waiting threads poll before they sleep: the end of a call, and the next
+// call. A futex wake-up took 20-50 us on a 2-core KVM guest whose idle CPUs halt at once (its
+// cpuidle driver's guest_halt_poll_ns 0): a worker asleep since the last call made a call on
+// 8 MiB with a few XLA operations between calls 1.3x as long, per round, as a worker still
+// polling (docs/benchmarks.md, "The thread pool"). OpenMP runtimes poll as long or longer
+// (LLVM's KMP_BLOCKTIME 200 ms). Between polls the thread yields its CPU to any thread ready there.
+constexpr int default_spin_us = 1000, max_spin_us = 1000000;
+
+std::chrono::microseconds spin_from_env() {
+  if (const char* env = std::getenv("TINYLA_SPIN_US"); env && *env) {
+    char* end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (*end == '\0' && v >= 0 && v <= max_spin_us) return std::chrono::microseconds(v);
+    std::fprintf(stderr, "tinyla: ignoring TINYLA_SPIN_US=%s (expected an integer 0..%d)\n", env, max_spin_us);
+  }
+  return std::chrono::microseconds(default_spin_us);
+}
+
 int resolve_threads(int n) {
   if (n > 0) return n;
   return std::max(1u, std::thread::hardware_concurrency());
@@ -189,7 +208,7 @@ void register_fork_handlers() {
 // Where no pool can be allocated: the calling thread alone (a pool without workers
 // allocates nothing, and the aliasing shared_ptr no control block).
 std::shared_ptr<thread_pool> calling_thread_only() {
-  static thread_pool no_workers(1);
+  static thread_pool no_workers(1, std::chrono::microseconds(0));
   return {std::shared_ptr<thread_pool>(), &no_workers};
 }
 
@@ -197,7 +216,7 @@ std::shared_ptr<thread_pool> get_pool() {
   register_fork_handlers();
   std::lock_guard lk(pool_mutex);
   try {
-    if (!pool) pool = std::make_shared<thread_pool>(resolve_threads(threads_from_env()));
+    if (!pool) pool = std::make_shared<thread_pool>(resolve_threads(threads_from_env()), spin_from_env());
   } catch (const std::bad_alloc&) {
     return calling_thread_only();
   }
@@ -287,7 +306,7 @@ void set_num_threads(int n) {
   register_fork_handlers();
   std::shared_ptr<thread_pool> fresh;
   try {
-    fresh = std::make_shared<thread_pool>(resolve_threads(std::min(n, max_threads)));
+    fresh = std::make_shared<thread_pool>(resolve_threads(std::min(n, max_threads)), spin_from_env());
   } catch (const std::bad_alloc&) {
     return;  // keeps the pool it has
   }

@@ -8,12 +8,6 @@
 namespace tinyla::cpu {
 namespace {
 
-// How long a waiting thread polls before it sleeps: a JAX program's next call comes within
-// some microseconds (the Python dispatch of a jitted function, or the neighbouring XLA
-// operations), and a futex wake-up of 20-50 us in a virtual machine took a quarter to a
-// third of a call on 4-8 MiB (docs/benchmarks.md, "The thread pool").
-constexpr auto spin_time = std::chrono::microseconds(100);
-
 // The CPUs this process may run on. A pool with more threads than those sleeps at once:
 // a spinning thread would take a CPU from one with work.
 int usable_cpus() {
@@ -30,11 +24,10 @@ void cpu_relax() {
 #endif
 }
 
-// True once done() holds, false if it still does not after spin_time (or at once where
-// the pool does not spin).
-template <class Done> bool spin_until(bool spins, Done done) {
-  if (!spins) return done();
-  const auto deadline = std::chrono::steady_clock::now() + spin_time;
+// True once done() holds, false if it still does not after spin (at once for 0).
+template <class Done> bool spin_until(std::chrono::microseconds spin, Done done) {
+  if (spin.count() == 0) return done();
+  const auto deadline = std::chrono::steady_clock::now() + spin;
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
@@ -47,7 +40,8 @@ template <class Done> bool spin_until(bool spins, Done done) {
 
 }  // namespace
 
-thread_pool::thread_pool(int threads) : spins_(threads <= usable_cpus()) {
+thread_pool::thread_pool(int threads, std::chrono::microseconds spin)
+    : spin_(threads <= usable_cpus() ? spin : std::chrono::microseconds(0)) {
   try {
     workers_.reserve(threads - 1);
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
@@ -80,7 +74,7 @@ void thread_pool::worker_loop() {
     auto woken = [&] { return stop_ || generation_ != seen; };
     if (!woken()) {
       lk.unlock();
-      spin_until(spins_, woken);
+      spin_until(spin_, woken);
       lk.lock();
       wake_.wait(lk, woken);
     }
@@ -115,7 +109,7 @@ void thread_pool::run(int tasks, const std::function<void(int)>& fn) {
   for (int i = 1; i < tasks && i <= int(workers_.size()); ++i) wake_.notify_one();
   drain();
   auto finished = [&] { return done_ == tasks_ && busy_ == 0; };
-  if (!spin_until(spins_, finished)) {
+  if (!spin_until(spin_, finished)) {
     std::unique_lock lk(m_);
     finished_.wait(lk, finished);
   }

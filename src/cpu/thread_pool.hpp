@@ -7,10 +7,11 @@
 // Waiting spins for a while before it sleeps (as OpenMP runtimes and Eigen's
 // pool do): a worker that sleeps on a futex takes tens of microseconds to wake
 // in a virtual machine, as long as a whole call on a few MiB, and a JAX
-// program calls the kernels back to back.
+// program calls the kernels with a few XLA operations between them.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -22,7 +23,8 @@ namespace tinyla::cpu {
 
 class thread_pool {
  public:
-  explicit thread_pool(int threads);
+  // spin: how long a waiting thread polls before it sleeps (0: it sleeps at once).
+  thread_pool(int threads, std::chrono::microseconds spin);
   ~thread_pool();
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -44,7 +46,7 @@ class thread_pool {
   std::atomic<int> busy_{0};  // workers inside drain() for the current generation
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
-  const bool spins_;  // whether waiting threads poll before they sleep (no more threads than CPUs)
+  const std::chrono::microseconds spin_;  // 0 where waiting threads sleep at once (more threads than CPUs)
 };
 
 }  // namespace tinyla::cpu

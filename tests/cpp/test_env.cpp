@@ -1,4 +1,4 @@
-// TINYLA_NUM_THREADS and TINYLA_ISA are read when the library first needs
+// TINYLA_NUM_THREADS, TINYLA_ISA and TINYLA_SPIN_US are read when the library first needs
 // them, so they are checked in a fresh process (env_probe).
 #include <gtest/gtest.h>
 
@@ -24,8 +24,9 @@ TEST(Environment, NumThreads) {
 }
 
 TEST(Environment, BadValuesWarnAndFallBack) {
-  const std::string out = probe("TINYLA_NUM_THREADS=lots TINYLA_ISA=no-such-isa");
+  const std::string out = probe("TINYLA_NUM_THREADS=lots TINYLA_ISA=no-such-isa TINYLA_SPIN_US=soon");
   EXPECT_NE(out.find("ignoring TINYLA_NUM_THREADS=lots"), std::string::npos) << out;
+  EXPECT_NE(out.find("ignoring TINYLA_SPIN_US=soon"), std::string::npos) << out;
   EXPECT_NE(out.find("TINYLA_ISA=no-such-isa is unknown"), std::string::npos) << out;
   const std::string best = probe("");  // "<threads> <best backend>"
   const std::string best_backend = best.substr(best.find(' '));
