@@ -23,6 +23,11 @@ Workloads (over a batch of walkers, float64):
   E_L hessian   local energy, the Laplacian as the Hessian's trace, forward over reverse as in
                 FermiNet's default (jax.linearize of the gradient, one coordinate per loop step)
   VMC step      folx local energy + jit(grad) of the VMC loss with respect to the parameters
+
+Times are each contender's best call; the "per round" columns are the median over rounds of
+two contenders' ratio in the same round, with a 95 % interval for it (qmc_workload.paired_ratio),
+and the line under the table counts the rows whose interval lies at or above 0.95 of the
+stand-in's speed (the target), below it, or across it.
 """
 from __future__ import annotations
 
@@ -48,7 +53,8 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 import tinyla.jax as tlj
-from qmc_workload import FERMINET_FOLX_SPARSITY, STANDINS, fastest_standin, machine, max_rel_diff, rounds_note, time_calls
+from qmc_workload import (FERMINET_FOLX_SPARSITY, STANDINS, fastest_standin, machine, max_rel_diff, paired_cell,
+                          paired_ratio, rounds_note, time_calls)
 
 K = 16
 LAYERS = 2
@@ -209,6 +215,13 @@ def compiled_with_xla_form(fn, *args):
         _folx._STACK_KERNEL_PLATFORMS = saved
 
 
+def within_5_percent(standin_over_tinyla) -> str:
+    """The target "every step within 5 % of the stand-in's time", judged on the per-round ratios'
+    median: 'met' where its 95 % interval lies at or above 0.95, 'missed' where below, else 'open'."""
+    _, low, high = paired_ratio(standin_over_tinyla)
+    return "met" if low >= 0.95 else "missed" if high < 0.95 else "open"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="64 walkers, 3 repeats")
@@ -226,15 +239,16 @@ def main() -> int:
     import tinyla
     tinyla.set_num_threads(1)
     count = args.walkers or (64 if args.quick else 256)
-    repeats = args.repeats or (3 if args.quick else 5)
+    repeats = args.repeats or (3 if args.quick else 6)  # 6: the per-round columns' 95 % interval
     print(f"machine: {machine()}; jax {jax.__version__}; threads: XLA {os.environ.get('PJRT_NPROC', 'default')}, "
           f"tinyla {tinyla.get_num_threads()}")
     print(f"\nFermiNet-like ansatz step ({LAYERS} layers of widths {WIDTH_1}/{WIDTH_2}, K = {K} determinants, "
           f"two spin blocks, envelopes), float64, one thread; time per call, best of {repeats} or more, interleaved ({rounds_note()})")
     print("| n_el | blocks | walkers | workload | jnp ms | tinyla ms | slogdet_sum ms | stand-in ms | jnp / tinyla | "
-          "jnp / slogdet_sum | stand-in / tinyla | det share of jnp | max rel. diff |" + extra)
-    print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * bool(extra))
-    rows, stack_rows = [], []
+          "jnp / slogdet_sum | stand-in / tinyla | jnp / tinyla per round | stand-in / tinyla per round | "
+          "det share of jnp | max rel. diff |" + extra)
+    print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * bool(extra))
+    rows, stack_rows, verdicts = [], [], []
     on_tinyla_gpu = tlj._default_platform() in tlj.GPU_PLATFORMS
     for n_el in (int(s) for s in args.electrons.split(",")):
         n_walkers = count if n_el <= 16 else max(count // 4, 1)  # n_el = 32: a quarter, to bound the run time
@@ -246,11 +260,14 @@ def main() -> int:
                 fns["tinyla, XLA's form"] = functools.partial(
                     compiled_with_xla_form(contenders["tinyla"][workload], params, xs), params)
             print(f"  n_el={n_el} {workload} ...", end="", file=sys.stderr, flush=True)
-            best, outs = time_calls(fns, xs, repeats)
+            best, outs, rounds = time_calls(fns, xs, repeats)
             print(" ".join(f"{c} {best[c] * 1e3:.1f} ms" for c in fns), file=sys.stderr, flush=True)
             diff = max(max_rel_diff(outs[c], outs["jnp"])
                        for c in ("tinyla", "sum", "tinyla, XLA's form") if c in outs)
             standin, standin_time = fastest_standin(best)
+            over_jnp = [j / t for j, t in zip(rounds["jnp"], rounds["tinyla"])]
+            over_standin = [s / t for s, t in zip(rounds[standin], rounds["tinyla"])]
+            verdicts.append(within_5_percent(over_standin))
             rows.append({"n_el": n_el, "workload": workload, **best, "standin": standin_time})
             if "tinyla, XLA's form" in best:
                 xla_form = best["tinyla, XLA's form"]
@@ -260,8 +277,12 @@ def main() -> int:
                   " | ".join(f"{best[c] * 1e3:.1f}" for c in ("jnp", "tinyla", "sum")) +
                   f" | {standin_time * 1e3:.1f} ({standin}) | **{best['jnp'] / best['tinyla']:.2f}x** | "
                   f"{best['jnp'] / best['sum']:.2f}x | {standin_time / best['tinyla']:.2f} | "
+                  f"{paired_cell(over_jnp)} | {paired_cell(over_standin)} | "
                   f"{1 - standin_time / best['jnp']:.0%} | {diff:.1e} |" +
                   (f" {best['every_entry'] * 1e3:.1f} | {best['every_entry'] / best['tinyla']:.2f} |" if extra else ""))
+    print(f"\nWithin 5 % of the stand-in (per round, the interval at or above 0.95): {verdicts.count('met')} of "
+          f"{len(verdicts)} rows; below (the interval under 0.95): {verdicts.count('missed')}; not resolved by "
+          f"these rounds (the interval spans 0.95): {verdicts.count('open')}.")
     if stack_rows:
         print("\ntinyla's folx rule on stacks of matrices: XLA's contraction (the GPUs' default until 2026-11-30) "
               "against the log_det_laplacian kernel (every platform's now), the same run:")

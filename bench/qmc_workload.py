@@ -12,7 +12,11 @@ Contenders, all measured in this run on the same input:
   closed   the report's hand-written closed form (N <= 2): log(|a| + 1e-20), log(|ad - bc| + 1e-20)
   tinyla   tinyla.jax.slogdet / tinyla.jax.inv
 Each time is the best of several calls after compilation and a warm-up call, the
-contenders' calls interleaved so that all see the same (shared, noisy) machine. Results
+contenders' calls interleaved so that all see the same (shared, noisy) machine. The "per
+round" columns take the two times of each round instead: the median of their ratio over the
+rounds and a 95 % interval for that median (paired_ratio), which says whether a difference
+smaller than the spread between runs is there. The interval covers the rounds of this run,
+not the spread between processes, which can be larger (docs/benchmarks.md). Results
 are also checked against jnp (max relative difference printed). "floor" is one elementwise
 XLA pass (x * 2) producing an output of the same size as the workload's: what any op pays
 to allocate and write its result (XLA's buffers of 32 MiB and more come from mmap, so each
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -88,9 +93,10 @@ def rounds_note() -> str:
             f"{row_budget_s:g} s")
 
 
-def time_calls(fns: dict, x, repeats: int) -> tuple[dict, dict]:
+def time_calls(fns: dict, x, repeats: int) -> tuple[dict, dict, dict]:
     """Best time of each function over rounds of one call each, the calls interleaved so that
-    every contender sees the same machine; and each function's result. Each round runs the
+    every contender sees the same machine; each function's result; and each function's time in
+    every round, in round order (for paired_ratio). Each round runs the
     contenders in an order of its own (a seeded shuffle): in a fixed order a contender always
     follows the same one and inherits what it leaves (OpenBLAS's spinning threads took a core
     from the one after jnp; freed memory, a busy cache). `repeats` rounds at least, then more
@@ -100,19 +106,46 @@ def time_calls(fns: dict, x, repeats: int) -> tuple[dict, dict]:
     outs = {}
     for name, fn in fns.items():  # compile + warm-up
         outs[name] = np.asarray(jax.block_until_ready(fn(x)))
-    best = {name: float("inf") for name in fns}
+    rounds = {name: [] for name in fns}
     order = list(fns)
     shuffle = np.random.default_rng(0).shuffle
     start = time.perf_counter()
-    rounds = 0
-    while rounds < repeats or (rounds < MAX_ROUNDS and time.perf_counter() - start < row_budget_s):
+    while len(rounds[order[0]]) < repeats or (
+            len(rounds[order[0]]) < MAX_ROUNDS and time.perf_counter() - start < row_budget_s):
         shuffle(order)
         for name in order:
             t0 = time.perf_counter()
             jax.block_until_ready(fns[name](x))
-            best[name] = min(best[name], time.perf_counter() - t0)
-        rounds += 1
-    return best, outs
+            rounds[name].append(time.perf_counter() - t0)
+    return {name: min(times) for name, times in rounds.items()}, outs, rounds
+
+
+def paired_ratio(ratios) -> tuple[float, float, float]:
+    """The median of per-round ratios (two contenders' times in the same round, so that what the
+    host did to that round cancels) and a distribution-free interval for it: the sign test's
+    order statistics r_(k) and r_(m+1-k), k the largest for which at least 95 % of the
+    medians of m independent rounds lie between them (m >= 6; with fewer rounds the extremes,
+    94 % at m = 5). Where best-of times of two contenders differ by less than the host's spread
+    between runs, this says whether the difference is there."""
+    r = np.sort(np.asarray(ratios, dtype=float))
+    m = len(r)
+    tail = [math.comb(m, i) / 2.0**m for i in range(m + 1)]  # P(Bin(m, 1/2) = i)
+    k = 1
+    while k < m // 2 and 2 * sum(tail[:k + 1]) <= 0.05:  # [r_(k+1), r_(m-k)] still covers 95 %
+        k += 1
+    return float(np.median(r)), float(r[k - 1]), float(r[m - k])
+
+
+def paired_cell(ratios) -> str:
+    median, low, high = paired_ratio(ratios)
+    return f"{median:.2f} ({low:.2f}–{high:.2f})"
+
+
+def paired_percent_cell(ratios) -> str:
+    if not ratios:
+        return "-"
+    median, low, high = paired_ratio(ratios)
+    return f"{median:.0%} ({low:.0%}–{high:.0%})"
 
 
 def max_rel_diff(x: np.ndarray, ref: np.ndarray) -> float:
@@ -231,8 +264,8 @@ def folx_table(quick: bool, repeats: int) -> None:
     print(f"\nfolx {folx.__version__ if hasattr(folx, '__version__') else ''} forward Laplacian of a Slater "
           f"ansatz (MLP orbitals x envelope), {walkers} walkers, float64; time per call, best of {repeats} or more ({rounds_note()})")
     print("| n_el | folx sparsity | jnp ms | tinyla ms | stand-in ms | jnp / tinyla | det share of jnp | "
-          "Amdahl bound | reached | XLA temp MiB jnp / tinyla | max rel. diff |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "Amdahl bound | reached | reached per round | XLA temp MiB jnp / tinyla | max rel. diff |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     # On a GPU tinyla has a backend for, tinyla's rule also with log_det_laplacian's jnp form (the
     # lowering before that op had a GPU kernel: LOG_DET_LAPLACIAN_GPU_MAX_N = 0), timed beside the rest.
     on_tinyla_gpu = tlj._default_platform() in tlj.GPU_PLATFORMS
@@ -251,7 +284,7 @@ def folx_table(quick: bool, repeats: int) -> None:
                 finally:
                     tlj.LOG_DET_LAPLACIAN_GPU_MAX_N = kernel_max_n
             print(f"  folx n_el={n} sparsity={sparsity} ...", end="", file=sys.stderr, flush=True)
-            best, outs = time_calls(fns, x, repeats)
+            best, outs, rounds = time_calls(fns, x, repeats)
             if on_tinyla_gpu:
                 jnp_form_rows.append(f"| {n} | {sparsity} | {best['tinyla'] * 1e3:.3f} | "
                                      f"{best['tinyla, jnp form'] * 1e3:.3f} | "
@@ -262,9 +295,13 @@ def folx_table(quick: bool, repeats: int) -> None:
             bound = best["jnp"] / standin_time
             speedup = best["jnp"] / best["tinyla"]
             reached = (speedup - 1) / (bound - 1) if bound > 1 else float("nan")
+            # Per round, the same fraction from that round's three times (a round whose stand-in
+            # read no faster than jnp has no bound to reach: left out).
+            reached_per_round = [(j / t - 1) / (j / s - 1)
+                                 for j, t, s in zip(rounds["jnp"], rounds["tinyla"], rounds[standin]) if j > s]
             print(f"| {n} | {sparsity} | {best['jnp'] * 1e3:.2f} | {best['tinyla'] * 1e3:.2f} | "
                   f"{standin_time * 1e3:.2f} ({standin}) | **{speedup:.2f}x** | {share:.0%} | {bound:.2f}x | "
-                  f"{reached:.0%} | {temp_mib(fns['jnp'], x):.1f} / {temp_mib(fns['tinyla'], x):.1f} | "
+                  f"{reached:.0%} | {paired_percent_cell(reached_per_round)} | {temp_mib(fns['jnp'], x):.1f} / {temp_mib(fns['tinyla'], x):.1f} | "
                   f"{max_rel_diff(outs['tinyla'], outs['jnp']):.1e} |")
     if jnp_form_rows:
         print("\ntinyla's rule with log_det_laplacian's GPU kernel against its jnp form (the same run):")
@@ -311,22 +348,24 @@ def main() -> int:
             fns = {c: make_fn(workload, c) for c in contenders}
             # The floor: one elementwise XLA pass producing an output of the same size.
             fns["floor"] = jax.jit(lambda x: x * 2.0) if workload != "forward" else jax.jit(lambda x: x[..., 0, 0] * 2.0)
-            best, outs = time_calls(fns, x, repeats)
+            best, outs, rounds = time_calls(fns, x, repeats)
             row = {"n": n, "walkers": walkers, "workload": workload, **best,
+                   "paired": [j / t for j, t in zip(rounds["jnp"], rounds["tinyla"])],
                    "diff": max_rel_diff(outs["tinyla"], outs["jnp"]),
                    "gbps": (x.nbytes + outs["tinyla"].nbytes) / best["tinyla"] / 1e9}  # bytes in + out
             print(" ".join(f"{c} {best[c] * 1e3:.2f} ms" for c in fns), file=sys.stderr, flush=True)
             rows.append(row)
 
     header = ("| workload | N | x shape | jnp ms | closed form ms | tinyla ms | jnp / tinyla | "
-              "closed / tinyla | floor ms | tinyla GB/s | max rel. diff vs jnp |")
+              "jnp / tinyla per round | closed / tinyla | floor ms | tinyla GB/s | max rel. diff vs jnp |")
     print(header)
-    print("|" + "---|" * 3 + "---:|" * 8)
+    print("|" + "---|" * 3 + "---:|" * 9)
     for r in rows:
         closed = r.get("closed")
         cells = [r["workload"], str(r["n"]), f"({r['walkers']}, 64, {r['n']}, {r['n']})", f"{r['jnp'] * 1e3:.2f}",
                  f"{closed * 1e3:.2f}" if closed else "-", f"{r['tinyla'] * 1e3:.2f}",
-                 f"**{r['jnp'] / r['tinyla']:.1f}x**", f"{closed / r['tinyla']:.2f}x" if closed else "-",
+                 f"**{r['jnp'] / r['tinyla']:.1f}x**", paired_cell(r.pop("paired")),
+                 f"{closed / r['tinyla']:.2f}x" if closed else "-",
                  f"{r['floor'] * 1e3:.2f}", f"{r['gbps']:.0f}", f"{r['diff']:.1e}"]
         print("| " + " | ".join(cells) + " |")
     if args.json:
