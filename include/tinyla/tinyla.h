@@ -74,7 +74,7 @@ TINYLA_API const char* tinyla_status_string(tinyla_status s);
  * A fork()ed child starts its own threads at its first call. Between calls and
  * at the end of one, waiting threads poll (yielding the CPU between polls) for
  * TINYLA_SPIN_US microseconds (environment, read when the threads start;
- * default 1000, 0 = sleep at once) before they sleep; with more threads than
+ * default 100, 0 = sleep at once) before they sleep; with more threads than
  * the process's CPUs they sleep at once. */
 TINYLA_API void tinyla_set_num_threads(int n);
 TINYLA_API int tinyla_get_num_threads(void);

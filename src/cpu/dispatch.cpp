@@ -160,13 +160,14 @@ int threads_from_env() {
   return 0;
 }
 
-// How long the pool's waiting threads poll before they sleep: the end of a call, and the next
-// call. A futex wake-up took 20-50 us on a 2-core KVM guest whose idle CPUs halt at once (its
-// cpuidle driver's guest_halt_poll_ns 0): a worker asleep since the last call made a call on
-// 8 MiB with a few XLA operations between calls 1.3x as long, per round, as a worker still
-// polling (docs/benchmarks.md, "The thread pool"). OpenMP runtimes poll as long or longer
-// (LLVM's KMP_BLOCKTIME 200 ms). Between polls the thread yields its CPU to any thread ready there.
-constexpr int default_spin_us = 1000, max_spin_us = 1000000;
+// How long the pool's waiting threads poll before they sleep: for the end of a call, and for
+// the next call. A futex wake-up took 20-50 us on a 2-core KVM guest whose idle CPUs halt at
+// once (its cpuidle driver's guest_halt_poll_ns 0), as long as a call on a few MiB; 100 us of
+// polling made such calls back to back 1.1-2x faster (docs/benchmarks.md, "The thread pool").
+// 1 ms, which would cover a few XLA operations between calls, measured no better over a dozen
+// processes, and jnp's operation right after a tinyla call read slower. Between polls the
+// thread yields its CPU to any thread ready there.
+constexpr int default_spin_us = 100, max_spin_us = 1000000;
 
 std::chrono::microseconds spin_from_env() {
   if (const char* env = std::getenv("TINYLA_SPIN_US"); env && *env) {
