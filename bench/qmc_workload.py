@@ -123,10 +123,10 @@ def time_calls(fns: dict, x, repeats: int) -> tuple[dict, dict, dict]:
 def paired_ratio(ratios) -> tuple[float, float, float]:
     """The median of per-round ratios (two contenders' times in the same round, so that what the
     host did to that round cancels) and a distribution-free interval for it: the sign test's
-    order statistics r_(k) and r_(m+1-k), k the largest for which at least 95 % of the
-    medians of m independent rounds lie between them (m >= 6; with fewer rounds the extremes,
-    94 % at m = 5). Where best-of times of two contenders differ by less than the host's spread
-    between runs, this says whether the difference is there."""
+    order statistics r_(k) and r_(m+1-k) of the m rounds' ratios, k the largest for which they
+    enclose the median with probability at least 95 % when rounds are independent (m >= 6; with
+    fewer rounds the extremes: 94 % at m = 5). Where best-of times of two contenders differ by
+    less than the host's spread between runs, this says whether the difference is there."""
     r = np.sort(np.asarray(ratios, dtype=float))
     m = len(r)
     tail = [math.comb(m, i) / 2.0**m for i in range(m + 1)]  # P(Bin(m, 1/2) = i)
