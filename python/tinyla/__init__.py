@@ -12,7 +12,9 @@ __version__ = "0.1.0"
 
 def set_num_threads(n: int) -> None:
     """Threads used by later calls (0 = all hardware threads, the default unless
-    TINYLA_NUM_THREADS is set). Results are bit-identical for every count."""
+    TINYLA_NUM_THREADS is set). Results are bit-identical for every count. Idle threads poll
+    for work TINYLA_SPIN_US microseconds (environment, read here; default 100, 0 = sleep at
+    once) before they sleep."""
     if int(n) < 0:
         raise ValueError(f"set_num_threads: n must be >= 0, got {n}")
     _lib.tinyla_set_num_threads(int(n))

@@ -3,7 +3,9 @@
 // do not depend on the thread count or on a matrix's position in its group.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <xmmintrin.h>
@@ -62,10 +64,16 @@ TYPED_TEST(Consistency, ThreadCountsGiveIdenticalBits) {
     const int64_t batch = n <= 8 ? 3001 : 601;  // enough work to split over threads
     tinyla_set_num_threads(1);
     const auto expect = run_all_ops<T>(n, batch);
-    for (int threads : {2, 7}) {
+    // 2 threads that poll before they sleep (where the process has 2 CPUs or more), 2 that sleep
+    // at once (TINYLA_SPIN_US=0, read when the pool starts), 7 (which sleep at once where the
+    // process has fewer CPUs: CI's 2).
+    for (auto [threads, spin] : {std::pair{2, ""}, std::pair{2, "0"}, std::pair{7, ""}}) {
+      if (*spin) setenv("TINYLA_SPIN_US", spin, 1);
       tinyla_set_num_threads(threads);
+      unsetenv("TINYLA_SPIN_US");
       EXPECT_EQ(tinyla_get_num_threads(), threads);
-      EXPECT_EQ(first_difference(run_all_ops<T>(n, batch), expect), "") << threads << " threads";
+      EXPECT_EQ(first_difference(run_all_ops<T>(n, batch), expect), "")
+          << threads << " threads, TINYLA_SPIN_US=" << spin;
     }
   }
 }
