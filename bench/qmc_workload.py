@@ -136,16 +136,12 @@ def paired_ratio(ratios) -> tuple[float, float, float]:
     return float(np.median(r)), float(r[k - 1]), float(r[m - k])
 
 
-def paired_cell(ratios) -> str:
-    median, low, high = paired_ratio(ratios)
-    return f"{median:.2f} ({low:.2f}–{high:.2f})"
-
-
-def paired_percent_cell(ratios) -> str:
+def paired_cell(ratios, spec: str = ".2f") -> str:
+    """A table cell: "median (low–high)" of paired_ratio, each formatted by spec; "-" for none."""
     if not ratios:
         return "-"
     median, low, high = paired_ratio(ratios)
-    return f"{median:.0%} ({low:.0%}–{high:.0%})"
+    return f"{median:{spec}} ({low:{spec}}–{high:{spec}})"
 
 
 def max_rel_diff(x: np.ndarray, ref: np.ndarray) -> float:
@@ -301,7 +297,7 @@ def folx_table(quick: bool, repeats: int) -> None:
                                  for j, t, s in zip(rounds["jnp"], rounds["tinyla"], rounds[standin]) if j > s]
             print(f"| {n} | {sparsity} | {best['jnp'] * 1e3:.2f} | {best['tinyla'] * 1e3:.2f} | "
                   f"{standin_time * 1e3:.2f} ({standin}) | **{speedup:.2f}x** | {share:.0%} | {bound:.2f}x | "
-                  f"{reached:.0%} | {paired_percent_cell(reached_per_round)} | {temp_mib(fns['jnp'], x):.1f} / {temp_mib(fns['tinyla'], x):.1f} | "
+                  f"{reached:.0%} | {paired_cell(reached_per_round, '.0%')} | {temp_mib(fns['jnp'], x):.1f} / {temp_mib(fns['tinyla'], x):.1f} | "
                   f"{max_rel_diff(outs['tinyla'], outs['jnp']):.1e} |")
     if jnp_form_rows:
         print("\ntinyla's rule with log_det_laplacian's GPU kernel against its jnp form (the same run):")
