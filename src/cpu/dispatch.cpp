@@ -150,15 +150,19 @@ std::atomic<const backend_table*> loop_backend{nullptr};
 
 constexpr int max_threads = 4096;  // TINYLA_NUM_THREADS and set_num_threads are capped here
 
-int threads_from_env() {
-  if (const char* env = std::getenv("TINYLA_NUM_THREADS"); env && *env) {
+// The environment variable name as an integer in 0..max, or fallback where it is unset or
+// empty; any other value warns and gives fallback.
+int integer_from_env(const char* name, int max, int fallback) {
+  if (const char* env = std::getenv(name); env && *env) {
     char* end = nullptr;
     long v = std::strtol(env, &end, 10);
-    if (*end == '\0' && v >= 0 && v <= max_threads) return int(v);
-    std::fprintf(stderr, "tinyla: ignoring TINYLA_NUM_THREADS=%s (expected a non-negative integer)\n", env);
+    if (*end == '\0' && v >= 0 && v <= max) return int(v);
+    std::fprintf(stderr, "tinyla: ignoring %s=%s (expected an integer 0..%d)\n", name, env, max);
   }
-  return 0;
+  return fallback;
 }
+
+int threads_from_env() { return integer_from_env("TINYLA_NUM_THREADS", max_threads, 0); }
 
 // How long the pool's waiting threads poll before they sleep: for the end of a call, and for
 // the next call. A futex wake-up took 20-50 us on a 2-core KVM guest whose idle CPUs halt at
@@ -170,13 +174,7 @@ int threads_from_env() {
 constexpr int default_spin_us = 100, max_spin_us = 1000000;
 
 std::chrono::microseconds spin_from_env() {
-  if (const char* env = std::getenv("TINYLA_SPIN_US"); env && *env) {
-    char* end = nullptr;
-    long v = std::strtol(env, &end, 10);
-    if (*end == '\0' && v >= 0 && v <= max_spin_us) return std::chrono::microseconds(v);
-    std::fprintf(stderr, "tinyla: ignoring TINYLA_SPIN_US=%s (expected an integer 0..%d)\n", env, max_spin_us);
-  }
-  return std::chrono::microseconds(default_spin_us);
+  return std::chrono::microseconds(integer_from_env("TINYLA_SPIN_US", max_spin_us, default_spin_us));
 }
 
 int resolve_threads(int n) {
