@@ -278,7 +278,8 @@ template <class E> struct group_storage<E, -1> {
 // k and pivots[k] swapped, k = n-2 down to 0, each lane its own. For compile-time
 // n < 8 by selects over every candidate column, the lane group in registers
 // (swap_columns_in_lanes); N = 8 and run-time n as the lane group is unpacked
-// (unpack_inverse): there the selects cost 10-20 % of the inverse.
+// (unpack_inverse, and at N = 8 unpack_inverse_transposed for real A^-T): there the selects
+// cost 10-20 % of the inverse.
 template <class E, class L> TINYLA_INLINE void swap_columns_in_lanes(E* a, const L* pivots, int n) {
   for (int k = n - 2; k >= 0; --k)
     for (int c = k + 1; c < n; ++c) swap_where(pivots[k] == L(c), a + k, a + c, n, n);
@@ -303,6 +304,35 @@ void unpack_inverse(const E* a, const L* pivots, int n, int count, R* dst, bool 
         for (int c = 0; c < C; ++c) out[c] = y[(from * C + c) * W + w];
       }
   }
+}
+
+// unpack_inverse's A^-T for real matrices of compile-time order N (N = 8: run_range): row i of
+// A^-T is column col[i] of Y, so the columns of Y leave the lanes by whole-vector transposes
+// (unpack), and each matrix's rows then go out in order, a row at a time. Element by element
+// (unpack_inverse) that took 28 % of AVX-512's float64 slogdet_inv_transposed at n = 8 (perf,
+// 256 matrices); writing the rows as the columns came out, a matrix's rows far apart in time,
+// made the op 1.6x slower on 32 MiB. At run-time n (12..32) float64 measured no faster: the
+// scratch of n * W * n reals beside the lane group slowed the elimination (docs/benchmarks.md).
+// Not inlined: inlined into run_range, the float64 op above took 72-73 ns a matrix, not 60.
+template <int N, class R, class L>
+__attribute__((noinline)) void unpack_inverse_transposed(const L* y, const L* pivots, int count, R* dst) {
+  constexpr int W = lane_traits<L>::width;
+  // col in the lanes, by selects (the swaps as unpack_inverse applies them): lane by lane
+  // through memory, the swaps' dependent loads and stores took as long as moving the matrices.
+  L col[N];
+  for (int j = 0; j < N; ++j) col[j] = L(R(j));
+  for (int k = N - 2; k >= 0; --k)
+    for (int c = k + 1; c < N; ++c) {
+      const auto here = pivots[k] == L(R(c));
+      const L t = col[k];
+      col[k] = select(here, col[c], col[k]);
+      col[c] = select(here, t, col[c]);
+    }
+  R columns[N][W * N];  // column j of Y, lane w's at columns[j] + w * N
+  for (int j = 0; j < N; ++j) unpack<R, W>(y + j, N, count, columns[j], N);
+  for (int w = 0; w < count; ++w)
+    for (int i = 0; i < N; ++i)
+      std::memcpy(dst + (int64_t(w) * N + i) * N, columns[int(lane_get(col[i], w))] + w * N, N * sizeof(R));
 }
 
 // Asks for the cache lines of matrices [first, first + count) of data, per_matrix reals
@@ -441,6 +471,9 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
           for (int i = 0; i < n; ++i)
             for (int j = i + 1; j < n; ++j) std::swap(a.data()[i * n + j], a.data()[j * n + i]);
         unpack_group<R, V, P>(a.data(), ka, count, static_cast<R*>(jb.x) + b * ka);
+      } else if (C == 1 && N >= 8 && jb.transpose_x) {
+        if constexpr (C == 1 && N >= 8)
+          unpack_inverse_transposed<N>(a.data(), pivots.data(), count, static_cast<R*>(jb.x) + b * ka);
       } else {
         // n <= 2 came out of invert already transposed.
         unpack_inverse<C>(a.data(), pivots.data(), n, count, static_cast<R*>(jb.x) + b * ka, jb.transpose_x && n > 2,
