@@ -277,12 +277,12 @@ template <class E> struct group_storage<E, -1> {
 // getri's last step on invert's Y (see invert in src/kernels/lu.hpp): columns
 // k and pivots[k] swapped, k = n-2 down to 0, each lane its own. For compile-time
 // n < 8 by selects over every candidate column, the lane group in registers
-// (swap_columns_in_lanes); N = 8 and run-time n as the lane group is unpacked
-// (unpack_inverse, and at N = 8 unpack_inverse_transposed for real A^-T): there the selects
-// cost 10-20 % of the inverse.
-template <class E, class L> TINYLA_INLINE void swap_columns_in_lanes(E* a, const L* pivots, int n) {
+// (swap_columns_in_lanes on Y's n rows); N = 8 and run-time n as the lane group is
+// unpacked (unpack_inverse; for real A^-T at N = 8 unpack_inverse_transposed, by the
+// selects on one row of column indices): there the selects on Y cost 10-20 % of the inverse.
+template <class E, class L> TINYLA_INLINE void swap_columns_in_lanes(E* a, const L* pivots, int n, int rows) {
   for (int k = n - 2; k >= 0; --k)
-    for (int c = k + 1; c < n; ++c) swap_where(pivots[k] == L(c), a + k, a + c, n, n);
+    for (int c = k + 1; c < n; ++c) swap_where(pivots[k] == L(c), a + k, a + c, rows, n);
 }
 // Unpacks the lane group's Y into `count` n x n matrices of C-real elements
 // (lane w's the w-th) with getri's column swaps applied: column j of A^-1 is
@@ -317,17 +317,11 @@ void unpack_inverse(const E* a, const L* pivots, int n, int count, R* dst, bool 
 template <int N, class R, class L>
 __attribute__((noinline)) void unpack_inverse_transposed(const L* y, const L* pivots, int count, R* dst) {
   constexpr int W = lane_traits<L>::width;
-  // col in the lanes, by selects (the swaps as unpack_inverse applies them): lane by lane
-  // through memory, the swaps' dependent loads and stores took as long as moving the matrices.
+  // col in the lanes, getri's swaps on a row of column indices: lane by lane through memory
+  // (unpack_inverse), the swaps' dependent loads and stores took as long as moving the matrices.
   L col[N];
   for (int j = 0; j < N; ++j) col[j] = L(R(j));
-  for (int k = N - 2; k >= 0; --k)
-    for (int c = k + 1; c < N; ++c) {
-      const auto here = pivots[k] == L(R(c));
-      const L t = col[k];
-      col[k] = select(here, col[c], col[k]);
-      col[c] = select(here, t, col[c]);
-    }
+  swap_columns_in_lanes(col, pivots, N, 1);
   R columns[N][W * N];  // column j of Y, lane w's at columns[j] + w * N
   for (int j = 0; j < N; ++j) unpack<R, W>(y + j, N, count, columns[j], N);
   for (int w = 0; w < count; ++w)
@@ -465,7 +459,7 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
         adjugate(sq, a.data(), acc, pivots.data(), column.data(), zero_pivot.data(), jb.transpose_x);
       else store_info(jb.info, b, count, invert(sq, a.data(), acc, pivots.data(), column.data(), jb.transpose_x));
       if constexpr (N >= 0 && N < 8) {  // compile-time n: the lane group in registers
-        swap_columns_in_lanes(a.data(), pivots.data(), n);
+        swap_columns_in_lanes(a.data(), pivots.data(), n, n);
         // Register renaming; a run-time branch here cost plain inv 3 % (the adjugate takes one).
         if (Transposed || (Adjugate && jb.transpose_x && n > 2))
           for (int i = 0; i < n; ++i)
