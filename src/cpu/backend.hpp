@@ -41,6 +41,11 @@ extern const backend_table table_avx512;
   void TINYLA_RANGE(isa, c64)(const job&, std::int64_t begin, std::int64_t end);                                       \
   void TINYLA_RANGE(isa, c128)(const job&, std::int64_t begin, std::int64_t end);
 
+// Where range_<isa>_<dtype> leaves n to the larger sizes' kernels, compiled as an object of
+// their own (backend_isa.cpp, CMakeLists.txt): large_range_<isa>_<dtype>.
+#define TINYLA_LARGE_RANGE2(isa, t) large_range_##isa##_##t
+#define TINYLA_LARGE_RANGE(isa, t) TINYLA_LARGE_RANGE2(isa, t)
+
 // Large-n path (LAPACK getrf/getri/getrs per matrix), lapack_fallback.cpp.
 void run_lapack(dtype t, const job& jb, std::int64_t begin, std::int64_t end);
 

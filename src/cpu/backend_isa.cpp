@@ -1,11 +1,15 @@
 // The CPU backend for one ISA: packs W consecutive matrices of the batch into
 // W lanes (an in-register transpose), runs the src/kernels algorithm on the
-// lane group, and unpacks the results. CMake compiles this file once per ISA
-// and dtype, with that ISA's target flags and:
+// lane group, and unpacks the results. CMake compiles this file twice per ISA
+// and dtype (by size, below), with that ISA's target flags and:
 //   TINYLA_KERNEL_NS     namespace of this instantiation (see lanes.hpp)
 //   TINYLA_DTYPE         the dtype (f32, f64, c64, c128): defines range_<isa>_<dtype>
 //   TINYLA_TABLE         (one of the ISA's objects) name of the backend_table to define
 //   TINYLA_VECTOR_BYTES  vector register width; 0 = scalar lanes (W = 1)
+//   TINYLA_SMALL_MAX_N   n <= this: this object's, beside range_<isa>_<dtype> (the entry
+//                        point); larger n, compile-time and run-time: another object's,
+//                        which CMake unrolls by other limits, and which defines
+//   TINYLA_LARGE_SIZES   (set there) large_range_<isa>_<dtype> in its place
 #include <algorithm>
 #include <bit>
 #include <complex>
@@ -23,6 +27,10 @@
 #error "TINYLA_VECTOR_BYTES and TINYLA_DTYPE must be set by the build"
 #endif
 
+namespace tinyla::cpu {
+void TINYLA_LARGE_RANGE(TINYLA_KERNEL_NS, TINYLA_DTYPE)(const job& jb, std::int64_t begin, std::int64_t end);
+}
+
 namespace tinyla::TINYLA_KERNEL_NS {
 namespace {
 
@@ -36,6 +44,10 @@ using std::int64_t;
 #define TINYLA_MAX_FIXED_N 8
 #endif
 constexpr int max_fixed_n = TINYLA_MAX_FIXED_N;
+#ifndef TINYLA_SMALL_MAX_N
+#define TINYLA_SMALL_MAX_N TINYLA_MAX_FIXED_N
+#endif
+constexpr int small_max_n = TINYLA_SMALL_MAX_N < max_fixed_n ? TINYLA_SMALL_MAX_N : max_fixed_n;
 
 template <class R> constexpr int lanes_of() {
   return TINYLA_VECTOR_BYTES == 0 ? 1 : TINYLA_VECTOR_BYTES / int(sizeof(R));
@@ -400,7 +412,15 @@ template <class R, int V, bool Transposed> TINYLA_INLINE bool invert_2x2_as_stor
 // P = 2: register pairs, used for the determinant of the small sizes that
 // are latency-bound (dependent pivot -> division -> update steps). n <= 2 is
 // throughput-bound, and inverses/solves (twice the live data) would spill.
-constexpr bool paired_size(int64_t n) { return n >= 3 && n <= 6; }
+// At n = 6 AVX-512's real lanes run faster alone: its 32 registers nearly hold one
+// lane group's 36 entries, two groups spill (a Zen 5, 1 thread, 256 KiB: slogdet
+// float64 16.5 -> 14.2 ns a matrix, float32 10.0 -> 8.8), where AVX2's pairs stay
+// faster (float64 23.2 against 25.4) and so do complex ones (AVX-512 complex64 38.9
+// against 50.8).
+template <class T> constexpr bool paired_size(int64_t n) {
+  constexpr bool alone_at_6 = type_info<T>::reals == 1 && TINYLA_VECTOR_BYTES >= 64;
+  return n >= 3 && n <= (alone_at_6 ? 5 : 6);
+}
 
 // One family's code per function: beside the other families' code (one function
 // switching on the op), GCC kept more of the lane group in memory (f64 inv at n = 3, 4
@@ -521,7 +541,7 @@ template <class T, int N> void run_log_det_laplacian(const job& jb, int64_t begi
 
 template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t end) {
   if (jb.kind == op::log_det_laplacian) return run_log_det_laplacian<T, N>(jb, begin, end);
-  constexpr int determinant_registers = lanes_of<storage_real_t<T>>() > 1 && paired_size(N) ? 2 : 1;
+  constexpr int determinant_registers = lanes_of<storage_real_t<T>>() > 1 && paired_size<T>(N) ? 2 : 1;
   switch (family_of(jb.kind)) {
     case family::determinant: return run_range<T, N, determinant_registers, family::determinant, true>(jb, begin, end);
     case family::adjugate: return run_range<T, N, 1, family::inverse, true, false, true>(jb, begin, end);
@@ -537,22 +557,39 @@ template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t e
   }
 }
 
-template <class T, std::size_t... Ns>
-void run_sized(const job& jb, int64_t begin, int64_t end, std::index_sequence<Ns...>) {
+// n = First + i (n >= First) by its compile-time instantiation for i < sizeof...(Is), else by
+// larger(): this object's sizes First .. First + sizeof...(Is) - 1.
+template <class T, int First, class Larger, std::size_t... Is>
+void run_sizes(const job& jb, int64_t begin, int64_t end, Larger larger, std::index_sequence<Is...>) {
   using fn = void (*)(const job&, int64_t, int64_t);
-  static constexpr fn fixed[] = {&run_fixed<T, int(Ns)>...};
-  if (jb.n < int64_t(sizeof...(Ns))) fixed[jb.n](jb, begin, end);
-  else run_fixed<T, -1>(jb, begin, end);
+  if constexpr (sizeof...(Is) > 0) {
+    static constexpr fn fixed[] = {&run_fixed<T, First + int(Is)>...};
+    if (jb.n - First < int64_t(sizeof...(Is))) return fixed[jb.n - First](jb, begin, end);
+  }
+  larger(jb, begin, end);
 }
 
+#ifdef TINYLA_LARGE_SIZES
 template <class T> void run_dtype(const job& jb, int64_t begin, int64_t end) {
-  run_sized<T>(jb, begin, end, std::make_index_sequence<max_fixed_n + 1>{});
+  run_sizes<T, small_max_n + 1>(jb, begin, end, &run_fixed<T, -1>,
+                                std::make_index_sequence<max_fixed_n - small_max_n>{});
 }
+#else
+template <class T> void run_dtype(const job& jb, int64_t begin, int64_t end) {
+  run_sizes<T, 0>(jb, begin, end, &cpu::TINYLA_LARGE_RANGE(TINYLA_KERNEL_NS, TINYLA_DTYPE),
+                  std::make_index_sequence<small_max_n + 1>{});
+}
+#endif
 
 }  // namespace
 }  // namespace tinyla::TINYLA_KERNEL_NS
 
 namespace tinyla::cpu {
+#ifdef TINYLA_LARGE_SIZES
+void TINYLA_LARGE_RANGE(TINYLA_KERNEL_NS, TINYLA_DTYPE)(const job& jb, std::int64_t begin, std::int64_t end) {
+  TINYLA_KERNEL_NS::run_dtype<dtype_info<dtype::TINYLA_DTYPE>::type>(jb, begin, end);
+}
+#else
 TINYLA_DECLARE_RANGES(TINYLA_KERNEL_NS)
 
 void TINYLA_RANGE(TINYLA_KERNEL_NS, TINYLA_DTYPE)(const job& jb, std::int64_t begin, std::int64_t end) {
@@ -570,5 +607,6 @@ extern const backend_table TINYLA_TABLE = {
     {TINYLA_RANGE(TINYLA_KERNEL_NS, f32), TINYLA_RANGE(TINYLA_KERNEL_NS, f64), TINYLA_RANGE(TINYLA_KERNEL_NS, c64),
      TINYLA_RANGE(TINYLA_KERNEL_NS, c128)},
 };
+#endif
 #endif
 }  // namespace tinyla::cpu
