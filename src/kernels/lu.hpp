@@ -172,6 +172,23 @@ template <class E> struct pivot_inverse {
     }
     return q;
   }
+  // x[j * stride] = apply(x[j * stride]) for j < count. SIMD lanes test any_tiny once for all
+  // the entries, not once per entry (a branch each; complex inverses at n = 3, 4 ran 1.2-1.6x
+  // as fast without, docs/benchmarks.md); a GPU thread keeps apply's own test per entry.
+  TINYLA_HD void apply_all(E* x, int count, int stride) const {
+    if constexpr (one_lane) {
+      TINYLA_UNROLL
+      for (int j = 0; j < count; ++j) x[j * stride] = apply(x[j * stride]);
+    } else if (!any_tiny) [[likely]] {
+      TINYLA_UNROLL
+      for (int j = 0; j < count; ++j) x[j * stride] = x[j * stride] * r;
+    } else {
+      const E r_lifted = reciprocal_or_zero(p * L(lift));
+      TINYLA_UNROLL
+      for (int j = 0; j < count; ++j)
+        x[j * stride] = select(tiny, x[j * stride] * r_lifted * L(lift), x[j * stride] * r);
+    }
+  }
 };
 
 // Swaps x[j * stride] and y[j * stride], j < len, in the lanes where t holds.
@@ -324,8 +341,7 @@ TINYLA_HD lane_of<E> eliminate(S s, E* a, E* b, Acc& acc, lane_of<E>* pivots = n
     const pivot_inverse<E> pinv(a[k * n + k]);
     acc.template multiply<true>(pinv.p);
     info = first_zero_pivot(info, pinv.p, k);
-    TINYLA_UNROLL
-    for (int i = k + 1; i < n; ++i) a[i * n + k] = pinv.apply(a[i * n + k]);
+    pinv.apply_all(a + (k + 1) * n + k, n - k - 1, n);
     if ((k & 15) == 15) acc.normalize();  // frexp's path (one lane): mant >= 2^-16 here, never underflows
   }
   acc.normalize();
@@ -343,9 +359,7 @@ template <class S, class E> TINYLA_HD void back_substitute(S s, const E* a, E* b
       TINYLA_UNROLL_INNER
       for (int j = 0; j < m; ++j) b[i * m + j] = sub_mul(b[i * m + j], u, b[c * m + j]);
     }
-    const pivot_inverse<E> pinv(a[i * n + i]);
-    TINYLA_UNROLL
-    for (int j = 0; j < m; ++j) b[i * m + j] = pinv.apply(b[i * m + j]);
+    pivot_inverse<E>(a[i * n + i]).apply_all(b + i * m, m, 1);
   }
 }
 
@@ -624,9 +638,13 @@ template <int G, class E, class X, class Y> TINYLA_HD void staggered_sums(int lo
 // (a lane group, in place, column by column) and the GPU team kernel (a thread
 // per row). Row i of X = U^-1 solves X U = I from the left:
 //   X[i][j] = (delta_ij - sum_{p=i}^{j-1} X[i][p] U[p][j]) / U[j][j]   (j >= i),
-// `sum` that sum as staggered_sums forms it (none when i == j);
+// `sum` that sum as staggered_sums forms it (none when i == j): the numerator, then
+// u_jj's apply (invert_factored applies it to the column's numerators at once).
+template <class E> TINYLA_HD E numerator_of_u_entry(bool diagonal, E sum) {
+  return diagonal ? make_element<E>(1.0) : make_element<E>(0.0) - sum;
+}
 template <class E> TINYLA_HD E inverse_of_u_entry(bool diagonal, E sum, const pivot_inverse<E>& u_jj) {
-  return u_jj.apply(diagonal ? make_element<E>(1.0) : make_element<E>(0.0) - sum);
+  return u_jj.apply(numerator_of_u_entry(diagonal, sum));
 }
 // then row i of Y = A^-1 P^T = U^-1 L^-1 solves Y L = X from the right:
 //   Y[i][j] = X[i][j] - sum_{p>j} Y[i][p] L[p][j]   (X[i][j] = 0 for j < i),
@@ -634,11 +652,18 @@ template <class E> TINYLA_HD E inverse_of_u_entry(bool diagonal, E sum, const pi
 
 // Y = A^-1 P^T in place from eliminate's factors (one n x n array and one
 // column: a thread's inverse fits in its registers), in LAPACK getri's order:
-// U^-1 column by column from the left, each column's rows top down (an entry
-// overwrites the U entry that only the rows above it read); then Y L = U^-1
-// column by column from the right, L's column moved to `column` first.
+// U^-1 column by column from the left, each column's rows top down (an entry's
+// numerator overwrites the U entry that only the rows above it read; the column
+// is divided by its pivot once all are formed); then Y L = U^-1 column by column
+// from the right, L's column moved to `column` first.
 template <class S, class E> TINYLA_HD void invert_factored(S s, E* a, E* column) {
   constexpr int R = element_traits<E>::is_complex ? 2 : 4;
+  // A GPU thread divides each entry as it is formed: fewer values live (the column at once,
+  // with apply_all's test hoisted, gave gfx942's float64 inverse at n = 7 two spills).
+  constexpr bool per_entry = lane_traits<lane_of<E>>::width == 1;
+  const auto entry = [](bool diagonal, E sum, const pivot_inverse<E>& u_jj) {
+    return per_entry ? inverse_of_u_entry(diagonal, sum, u_jj) : numerator_of_u_entry(diagonal, sum);
+  };
   const int n = s.n();
   TINYLA_UNROLL
   for (int j = 0; j < n; ++j) {
@@ -651,15 +676,16 @@ template <class S, class E> TINYLA_HD void invert_factored(S s, E* a, E* column)
       E sum[R];
       staggered_sums<R>(i0, j, sum, x(i0), u);
       TINYLA_UNROLL
-      for (int r = 0; r < R; ++r) a[(i0 + r) * n + j] = inverse_of_u_entry(false, sum[r], u_jj);
+      for (int r = 0; r < R; ++r) a[(i0 + r) * n + j] = entry(false, sum[r], u_jj);
     }
     TINYLA_UNROLL
     for (; i0 < j; ++i0) {
       E sum[1];
       staggered_sums<1>(i0, j, sum, x(i0), u);
-      a[i0 * n + j] = inverse_of_u_entry(false, sum[0], u_jj);
+      a[i0 * n + j] = entry(false, sum[0], u_jj);
     }
-    a[j * n + j] = inverse_of_u_entry(true, make_element<E>(0.0), u_jj);
+    a[j * n + j] = entry(true, make_element<E>(0.0), u_jj);
+    if constexpr (!per_entry) u_jj.apply_all(a + j, j + 1, n);
   }
   TINYLA_UNROLL
   for (int j = n - 2; j >= 0; --j) {
@@ -738,6 +764,18 @@ template <class E> struct scale_by_accum {
     E y = x * value;
     if (any_out_of_range) y = select(in_range, y, scale_pow2(x * factor, expo));
     return y;
+  }
+  // x[j] = apply(x[j]) for j < count; SIMD lanes test any_out_of_range once (as
+  // pivot_inverse::apply_all), a GPU thread per entry (hoisted, the test took clang's gfx942
+  // float64 adjugate at n = 5 from 110 to 143 VGPRs).
+  TINYLA_HD void apply_all(E* x, int count) const {
+    if (lane_traits<L>::width > 1 && !any_out_of_range) {
+      TINYLA_UNROLL
+      for (int j = 0; j < count; ++j) x[j] = x[j] * value;
+      return;
+    }
+    TINYLA_UNROLL
+    for (int j = 0; j < count; ++j) x[j] = apply(x[j]);
   }
 };
 
@@ -824,9 +862,7 @@ template <int N, class E> TINYLA_HD void adjugate(shape<N, N> s, E* a, det_accum
       for (int i = 0; i < n; ++i) a[i * n + j] = select(singular, column[i] * y, a[i * n + j]);
     }
   }
-  const scale_by_accum<E> by_scale(scale);
-  TINYLA_UNROLL
-  for (int j = 0; j < n * n; ++j) a[j] = by_scale.apply(a[j]);
+  scale_by_accum<E>(scale).apply_all(a, n * n);
 }
 
 }  // namespace tinyla::TINYLA_KERNEL_NS
