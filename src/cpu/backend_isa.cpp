@@ -23,8 +23,8 @@
 #include "kernels/log_det_laplacian.hpp"
 #include "kernels/lu.hpp"
 
-#if !defined(TINYLA_VECTOR_BYTES) || !defined(TINYLA_DTYPE)
-#error "TINYLA_VECTOR_BYTES and TINYLA_DTYPE must be set by the build"
+#if !defined(TINYLA_VECTOR_BYTES) || !defined(TINYLA_DTYPE) || !defined(TINYLA_SMALL_MAX_N)
+#error "TINYLA_VECTOR_BYTES, TINYLA_DTYPE and TINYLA_SMALL_MAX_N must be set by the build"
 #endif
 
 namespace tinyla::cpu {
@@ -44,9 +44,6 @@ using std::int64_t;
 #define TINYLA_MAX_FIXED_N 8
 #endif
 constexpr int max_fixed_n = TINYLA_MAX_FIXED_N;
-#ifndef TINYLA_SMALL_MAX_N
-#define TINYLA_SMALL_MAX_N TINYLA_MAX_FIXED_N
-#endif
 constexpr int small_max_n = TINYLA_SMALL_MAX_N < max_fixed_n ? TINYLA_SMALL_MAX_N : max_fixed_n;
 
 template <class R> constexpr int lanes_of() {
