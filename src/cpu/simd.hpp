@@ -232,8 +232,8 @@ template <class T, int W> TINYLA_INLINE simd<T, W> select(simd_mask<T, W> m, sim
 // a < b ? a : b, lane by lane: b where either is NaN. One min instruction (x86's min has these
 // semantics), where a compare and a select through AVX-512's mask registers are two.
 template <class T, int W> TINYLA_INLINE simd<T, W> lesser(simd<T, W> a, simd<T, W> b) {
-  using native = typename simd<T, W>::native;
 #if defined(__AVX512F__)
+  using native = typename simd<T, W>::native;
   if constexpr (sizeof(native) == 64) {
     if constexpr (sizeof(T) == 8) return {(native)_mm512_min_pd((__m512d)a.v, (__m512d)b.v)};
     else return {(native)_mm512_min_ps((__m512)a.v, (__m512)b.v)};
