@@ -6,8 +6,9 @@
 //   TINYLA_DTYPE         the dtype (f32, f64, c64, c128): defines range_<isa>_<dtype>
 //   TINYLA_TABLE         (one of the ISA's objects) name of the backend_table to define
 //   TINYLA_VECTOR_BYTES  vector register width; 0 = scalar lanes (W = 1)
-//   TINYLA_SMALL_MAX_N   n <= this: this object's, beside range_<isa>_<dtype> (the entry
-//                        point); larger n, compile-time and run-time: another object's,
+//   TINYLA_SMALL_MAX_N   n <= this (log_det_laplacian: n <= 7): this object's, beside
+//                        range_<isa>_<dtype> (the entry point); larger n, compile-time
+//                        and run-time: another object's,
 //                        which CMake unrolls by other limits, and which defines
 //   TINYLA_LARGE_SIZES   (set there) large_range_<isa>_<dtype> in its place
 #include <algorithm>
@@ -45,6 +46,9 @@ using std::int64_t;
 #endif
 constexpr int max_fixed_n = TINYLA_MAX_FIXED_N;
 constexpr int small_max_n = TINYLA_SMALL_MAX_N < max_fixed_n ? TINYLA_SMALL_MAX_N : max_fixed_n;
+// log_det_laplacian's unrolled sizes stop at 7: unrolled at n = 8 it took 1.4-2.3x the time
+// (a Zen 5, AVX-512 and AVX2, every dtype), so that size stays with the other object.
+constexpr int small_max_laplacian_n = small_max_n < 7 ? small_max_n : 7;
 
 template <class R> constexpr int lanes_of() {
   return TINYLA_VECTOR_BYTES == 0 ? 1 : TINYLA_VECTOR_BYTES / int(sizeof(R));
@@ -554,8 +558,7 @@ template <class T, int N> void run_log_det_laplacian(const job& jb, int64_t begi
   }
 }
 
-template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t end) {
-  if (jb.kind == op::log_det_laplacian) return run_log_det_laplacian<T, N>(jb, begin, end);
+template <class T, int N> void run_factorization(const job& jb, int64_t begin, int64_t end) {
   constexpr int determinant_registers = lanes_of<storage_real_t<T>>() > 1 && paired_size<T>(N) ? 2 : 1;
   switch (family_of(jb.kind)) {
     case family::determinant: return run_range<T, N, determinant_registers, family::determinant, true>(jb, begin, end);
@@ -572,6 +575,26 @@ template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t e
   }
 }
 
+#ifdef TINYLA_LARGE_SIZES
+constexpr bool large_object = true;
+#else
+constexpr bool large_object = false;
+#endif
+
+template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t end) {
+  if (jb.kind == op::log_det_laplacian) {
+    if constexpr (!large_object && N > small_max_laplacian_n)
+      return cpu::TINYLA_LARGE_RANGE(TINYLA_KERNEL_NS, TINYLA_DTYPE)(jb, begin, end);
+    else
+      return run_log_det_laplacian<T, N>(jb, begin, end);
+  }
+  // This object holds n = small_max_laplacian_n + 1 .. small_max_n for log_det_laplacian alone:
+  // the other object's factorizations are never called here (the run-time-n code, the same
+  // bits, in place of an unused second instantiation).
+  if constexpr (large_object && N >= 0 && N <= small_max_n) return run_factorization<T, -1>(jb, begin, end);
+  else return run_factorization<T, N>(jb, begin, end);
+}
+
 // n = First + i (n >= First) by its compile-time instantiation for i < sizeof...(Is), else by
 // larger(): this object's sizes First .. First + sizeof...(Is) - 1.
 template <class T, int First, class Larger, std::size_t... Is>
@@ -586,8 +609,8 @@ void run_sizes(const job& jb, int64_t begin, int64_t end, Larger larger, std::in
 
 #ifdef TINYLA_LARGE_SIZES
 template <class T> void run_dtype(const job& jb, int64_t begin, int64_t end) {
-  run_sizes<T, small_max_n + 1>(jb, begin, end, &run_fixed<T, -1>,
-                                std::make_index_sequence<max_fixed_n - small_max_n>{});
+  run_sizes<T, small_max_laplacian_n + 1>(jb, begin, end, &run_fixed<T, -1>,
+                                          std::make_index_sequence<max_fixed_n - small_max_laplacian_n>{});
 }
 #else
 template <class T> void run_dtype(const job& jb, int64_t begin, int64_t end) {
