@@ -369,6 +369,18 @@ TINYLA_INLINE void prefetch_matrices(const void* data, int64_t per_matrix, int64
   for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
 }
 
+// Bytes a call reads and writes (its operands and the matrix it outputs), and the size beyond
+// which the next two groups are prefetched, not one: from DRAM one group ahead came too late for
+// the faster kernels. A Zen 5 guest (32 MiB of L3), float64, 1 thread, one library per process
+// over fresh copies of each build: at n = 8 with 64 MiB of input slogdet_inv_transposed 1.32x,
+// inv 1.15x, slogdet 1.10x (16 MiB: 1.23x, 1.10x, 0.98x; n = 3..7 0.95-1.22x), where with
+// 4 MiB or less, in the caches, the second group's prefetches cost inverses 1-8 %.
+constexpr double streaming_bytes = double(16 << 20);
+template <class R, family F> double call_bytes(const job& jb, int64_t ka, int64_t kb) {
+  const int64_t per_matrix = ka + (F == family::solve ? 2 * kb : F == family::determinant ? 0 : ka);
+  return double(jb.batch) * double(per_matrix) * double(sizeof(R));
+}
+
 // ---- n = 2 inverses as the matrices lie in memory ------------------------------
 
 // The entries of each 2 x 2 matrix of a vector (row-major, four lanes a matrix) permuted
@@ -472,12 +484,15 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
   // freed it: 25-35 ns a call, a range of 8 float64 2 x 2 inverses 57 ns instead of 20-30).
   group_storage<E, F == family::solve ? -1 : 0> rhs(F == family::solve ? int64_t(n) * jb.nrhs : 0);
 
+  // The next group's operands are asked for before each group; the one after it too where the
+  // call's arrays outgrow the caches (streaming_bytes).
+  const int64_t ahead = int64_t(W) * (call_bytes<R, F>(jb, ka, kb) > streaming_bytes ? 2 : 1);
   for (int64_t b = begin; b < end; b += W) {
     const int count = int(std::min<int64_t>(W, end - b));
-    if (b + W < end) {  // the next group's operands
-      const int64_t next_count = std::min<int64_t>(W, end - b - W);
-      prefetch_matrices<R>(jb.a, ka, b + W, next_count);
-      if constexpr (F == family::solve) prefetch_matrices<R>(jb.b, kb, b + W, next_count);
+    for (int64_t next = b + W; next < end && next <= b + ahead; next += W) {
+      const int64_t next_count = std::min<int64_t>(W, end - next);
+      prefetch_matrices<R>(jb.a, ka, next, next_count);
+      if constexpr (F == family::solve) prefetch_matrices<R>(jb.b, kb, next, next_count);
     }
     if constexpr (N == 2 && C == 1 && inverts_2x2_as_stored<V> && F == family::inverse && !WithDet && !Adjugate)
       if (const R* in = static_cast<const R*>(jb.a) + b * ka;
