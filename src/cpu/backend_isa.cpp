@@ -372,9 +372,9 @@ TINYLA_INLINE void prefetch_matrices(const void* data, int64_t per_matrix, int64
 // Bytes a call reads and writes (its operands and the matrix it outputs), and the size beyond
 // which the next two groups are prefetched, not one: from DRAM one group ahead came too late for
 // the faster kernels. A Zen 5 guest (32 MiB of L3), float64, 1 thread, one library per process
-// over fresh copies of each build: at n = 8 with 64 MiB of input slogdet_inv_transposed 1.32x,
-// inv 1.15x, slogdet 1.10x (16 MiB: 1.23x, 1.10x, 0.98x; n = 3..7 0.95-1.22x), where with
-// 4 MiB or less, in the caches, the second group's prefetches cost inverses 1-8 %.
+// over fresh copies of each build, 64 MiB of input, against one group ahead: slogdet 1.06-1.12x
+// at n = 3..8, the inverses 0.94-1.18x (n = 8: slogdet_inv_transposed 1.15x), n = 16 0.94-1.06x;
+// with 4 MiB or less, in the caches, the second group's prefetches cost inverses 1-8 %.
 constexpr double streaming_bytes = double(16 << 20);
 template <class R, family F> double call_bytes(const job& jb, int64_t ka, int64_t kb) {
   const int64_t per_matrix = ka + (F == family::solve ? 2 * kb : F == family::determinant ? 0 : ka);
@@ -600,8 +600,7 @@ template <class T, int N> void run_fixed(const job& jb, int64_t begin, int64_t e
   if (jb.kind == op::log_det_laplacian) {
     if constexpr (!large_object && N > small_max_laplacian_n)
       return cpu::TINYLA_LARGE_RANGE(TINYLA_KERNEL_NS, TINYLA_DTYPE)(jb, begin, end);
-    else
-      return run_log_det_laplacian<T, N>(jb, begin, end);
+    else return run_log_det_laplacian<T, N>(jb, begin, end);
   }
   // This object holds n = small_max_laplacian_n + 1 .. small_max_n for log_det_laplacian alone:
   // the other object's factorizations are never called here (the run-time-n code, the same
