@@ -46,7 +46,7 @@ using std::int64_t;
 #endif
 constexpr int max_fixed_n = TINYLA_MAX_FIXED_N;
 constexpr int small_max_n = TINYLA_SMALL_MAX_N < max_fixed_n ? TINYLA_SMALL_MAX_N : max_fixed_n;
-// log_det_laplacian's unrolled sizes stop at 7: unrolled at n = 8 it took 1.4-2.3x the time
+// log_det_laplacian's unrolled sizes stop at 7: unrolled at n = 8 it took 1.4-2.2x the time
 // (a Zen 5, AVX-512 and AVX2, every dtype), so that size stays with the other object.
 constexpr int small_max_laplacian_n = small_max_n < 7 ? small_max_n : 7;
 
