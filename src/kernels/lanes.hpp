@@ -9,8 +9,10 @@
 //   a < b, a == b ... -> mask_of<L>;  select(mask, a, b);  any_of(mask)
 //   frexp2(x, e)     x = m * 2^e, |m| in [0.5, 1) (exact; x unchanged if 0/inf/nan)
 //   ldexp2(x, e)     x * 2^e with one rounding (e is an integral value held in L)
-// and lane_traits<L>: real_type, mask_type, width, value(x, w) (lane w of x)
-// and only_lane(w) (the mask of lane w alone).
+//   assign_lane(w, dst, v)  lane w of dst = lane w of v, the others untouched
+// and lane_traits<L>: real_type, mask_type, width, value(x, w) (lane w of x),
+// only_lane(w) (the mask of lane w alone) and masked_stores (whether
+// assign_lane is one store, or a load and a select more).
 // Every algorithm in src/kernels is written once against these.
 #pragma once
 
@@ -63,6 +65,7 @@ template <scalar_real T> TINYLA_HD T absval(T a) { return std::fabs(a); }
 template <scalar_real T> TINYLA_HD T sqrt_lane(T a) { return std::sqrt(a); }
 template <scalar_real T> TINYLA_HD T select(bool m, T a, T b) { return m ? a : b; }
 TINYLA_HD bool any_of(bool m) { return m; }
+template <scalar_real T> TINYLA_HD void assign_lane(int, T& dst, T v) { dst = v; }
 template <scalar_real T> TINYLA_HD T frexp2(T x, T& e) {
   int ei = 0;
   T m = std::frexp(x, &ei);
@@ -84,6 +87,7 @@ template <scalar_real T> struct lane_traits<T> {
   using real_type = T;
   using mask_type = bool;
   static constexpr int width = 1;
+  static constexpr bool masked_stores = true;
   static TINYLA_HD T value(T x, int) { return x; }
   static TINYLA_HD bool only_lane(int) { return true; }
 };
@@ -110,6 +114,9 @@ template <class L> TINYLA_HD cplx<L> operator*(cplx<L> a, cplx<L> b) {
 template <class L> TINYLA_HD cplx<L> operator*(cplx<L> a, L s) { return {a.re * s, a.im * s}; }
 template <class L> TINYLA_HD cplx<L> select(mask_of<L> m, cplx<L> a, cplx<L> b) {
   return {select(m, a.re, b.re), select(m, a.im, b.im)};
+}
+template <class L> TINYLA_HD void assign_lane(int w, cplx<L>& dst, cplx<L> v) {
+  assign_lane(w, dst.re, v.re), assign_lane(w, dst.im, v.im);
 }
 
 // ---- element traits: E is a real lane L or cplx<L> ------------------------
