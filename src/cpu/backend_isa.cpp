@@ -167,12 +167,17 @@ TINYLA_INLINE void pack(const R* src, int64_t K, int count, void* dst, int strid
   }
 }
 
-// The inverse of pack: K lane vectors (stride apart) to `count` matrices.
-template <class R, int W> TINYLA_INLINE void unpack(const void* src, int64_t K, int count, R* dst, int stride = 1) {
+// The inverse of pack: K lane vectors (stride apart) to `count` matrices, lane w's K reals at
+// dst + w * K, or at lane_dst[w] where given.
+template <class R, int W>
+TINYLA_INLINE void unpack(const void* src, int64_t K, int count, R* dst, int stride = 1, R* const* lane_dst = nullptr) {
   if (count > W) __builtin_unreachable();
   if (K == 0) return;
   if constexpr (W == 1) {
-    std::memcpy(dst, src, size_t(K) * sizeof(R));
+    R* const out = lane_dst ? lane_dst[0] : dst;
+    if (stride == 1) std::memcpy(out, src, size_t(K) * sizeof(R));
+    else
+      for (int64_t c = 0; c < K; ++c) out[c] = static_cast<const R*>(src)[c * stride];
   } else {
     using V = typename simd<R, W>::native;
     const auto* in = static_cast<const char*>(src);
@@ -181,7 +186,8 @@ template <class R, int W> TINYLA_INLINE void unpack(const void* src, int64_t K, 
       std::memcpy(&v, in + c * stride * int64_t(sizeof(V)), sizeof(V));
       return v;
     };
-    if (count == W && K < W &&
+    auto out = [&](int w) { return lane_dst ? lane_dst[w] : dst + w * K; };
+    if (count == W && K < W && !lane_dst &&
         with_pow2<W>(
             K,
             [&](auto k) {
@@ -200,21 +206,21 @@ template <class R, int W> TINYLA_INLINE void unpack(const void* src, int64_t K, 
       // where K == W into one memcpy of variable length (rep movsq: a quarter of
       // the n = 2 inverse).
       if (count == W)
-        for (int w = 0; w < W; ++w) std::memcpy(dst + w * K + c, &r[w], sizeof(V));
+        for (int w = 0; w < W; ++w) std::memcpy(out(w) + c, &r[w], sizeof(V));
       else
-        for (int w = 0; w < count; ++w) std::memcpy(dst + w * K + c, &r[w], sizeof(V));
+        for (int w = 0; w < count; ++w) std::memcpy(out(w) + c, &r[w], sizeof(V));
     }
     if constexpr (native_ops::has_masked_moves<V>())
       if (long_tail<W>(K - c)) {
         V r[W];
         for (int i = 0; i < W; ++i) r[i] = c + i < K ? get(c + i) : V{};
         transpose_block<W, W, true>(r);
-        for (int w = 0; w < count; ++w) native_ops::store_prefix(dst + w * K + c, r[w], int(K - c));
+        for (int w = 0; w < count; ++w) native_ops::store_prefix(out(w) + c, r[w], int(K - c));
         return;
       }
     for (; c < K; ++c) {
       const V v = get(c);
-      for (int w = 0; w < count; ++w) dst[w * K + c] = v[w];
+      for (int w = 0; w < count; ++w) out(w)[c] = v[w];
     }
   }
 }
@@ -341,6 +347,32 @@ __attribute__((noinline)) void unpack_inverse_transposed(const L* y, const L* pi
   for (int w = 0; w < count; ++w)
     for (int i = 0; i < N; ++i)
       std::memcpy(dst + (int64_t(w) * N + i) * N, columns[int(lane_get(col[i], w))] + w * N, N * sizeof(R));
+}
+
+// unpack_inverse's A^-T for real matrices of run-time order n: column c of Y is row row_w[c]
+// of lane w's A^-T (row_w the inverse of col above), so each column leaves the lanes by
+// unpack's whole-vector transposes straight to its row in each matrix; no scratch but the
+// W x n row numbers (a scratch of Y's columns, as at N = 8, slowed the elimination beside it).
+// Against unpack_inverse (a Zen 5, 1 thread, one library per process over fresh copies):
+// float64 slogdet_inv_transposed at n = 16 / 32 1.08-1.11x / 1.14-1.16x as fast up to 8 MiB
+// of input, float32 1.08-1.14x / 1.25x. Not where a call outgrows the caches (streaming_bytes):
+// each matrix's rows written out of order, W matrices at a time, made it 0.75-0.95x as fast at
+// n = 10..20 with 32 MiB of input (n = 32: 1.11-1.14x), and unpack_inverse writes them in order.
+template <class R, class L>
+void unpack_inverse_transposed_rows(const L* y, const L* pivots, int n, int count, R* dst, int* rows) {
+  constexpr int W = lane_traits<L>::width;
+  for (int w = 0; w < count; ++w) {
+    int* row = rows + w * n;  // first col (getri's swaps on 0..n-1), then its inverse
+    int* col = rows + W * n;
+    for (int j = 0; j < n; ++j) col[j] = j;
+    for (int k = n - 2; k >= 0; --k) std::swap(col[k], col[int(lane_get(pivots[k], w))]);
+    for (int i = 0; i < n; ++i) row[col[i]] = i;
+  }
+  R* lane_dst[W];
+  for (int c = 0; c < n; ++c) {
+    for (int w = 0; w < count; ++w) lane_dst[w] = dst + (int64_t(w) * n + rows[w * n + c]) * n;
+    unpack<R, W>(y + c, n, count, nullptr, n, lane_dst);
+  }
 }
 
 // unpack_inverse's A^-1 (not transposed) for compile-time N = 8 and lane groups of 8 matrices or
@@ -478,7 +510,8 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
   constexpr bool inverse = F == family::inverse;
   group_storage<L, inverse ? N : 0> pivots(inverse ? n : 0);  // invert's scratch
   group_storage<E, inverse ? N : 0> column(inverse ? n : 0);
-  group_storage<int, inverse ? N : 0> columns(inverse ? n : 0);     // unpack_inverse's
+  // unpack_inverse's column numbers; at run-time n unpack_inverse_transposed_rows's row numbers.
+  group_storage<int, inverse ? N : 0> columns(inverse ? (N < 0 ? (W + 1) * n : n) : 0);
   group_storage<L, Adjugate ? N : 0> zero_pivot(Adjugate ? n : 0);  // adjugate's
   // A solve's right-hand sides; on the heap for a solve only (every op's call allocated and
   // freed it: 25-35 ns a call, a range of 8 float64 2 x 2 inverses 57 ns instead of 20-30).
@@ -486,7 +519,8 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
 
   // The next group's operands are asked for before each group; the one after it too where the
   // call's arrays outgrow the caches (streaming_bytes).
-  const int64_t ahead = int64_t(W) * (call_bytes<R, F>(jb, ka, kb) > streaming_bytes ? 2 : 1);
+  const bool streaming = call_bytes<R, F>(jb, ka, kb) > streaming_bytes;
+  const int64_t ahead = int64_t(W) * (streaming ? 2 : 1);
   for (int64_t b = begin; b < end; b += W) {
     const int count = int(std::min<int64_t>(W, end - b));
     for (int64_t next = b + W; next < end && next <= b + ahead; next += W) {
@@ -519,6 +553,10 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
       } else if (C == 1 && N >= 8 && jb.transpose_x) {
         if constexpr (C == 1 && N >= 8)
           unpack_inverse_transposed<N>(a.data(), pivots.data(), count, static_cast<R*>(jb.x) + b * ka);
+      } else if (C == 1 && N < 0 && jb.transpose_x && !streaming) {
+        if constexpr (C == 1 && N < 0)
+          unpack_inverse_transposed_rows(a.data(), pivots.data(), n, count, static_cast<R*>(jb.x) + b * ka,
+                                         columns.data());
       } else if (N == 8 && V >= 8 && !jb.transpose_x) {
         if constexpr (N == 8 && V >= 8)
           unpack_inverse_swapped<N, R, V>(a.data(), pivots.data(), count, static_cast<R*>(jb.x) + b * ka);

@@ -57,6 +57,43 @@ TYPED_TEST(Consistency, TwoByTwoGroupsOfCommonMatricesMatchScalarLanesBitForBit)
   EXPECT_GT(expect_simd_backends_match_scalar_lanes<TypeParam>(2, 16 * 24 + 7, 40), 0) << "no SIMD backend ran";
 }
 
+// A call whose operand and output outgrow the caches (streaming_bytes in backend_isa.cpp,
+// 16 MiB) takes other paths: the prefetch two groups ahead, and real A^-T at run-time n leaves
+// the lanes element by element instead of by transposes. Its first matrices get the bits that a
+// call of those matrices alone gets.
+TYPED_TEST(Consistency, CallsBeyondTheCachesGiveTheBitsOfSmallCalls) {
+  using T = TypeParam;
+  using tinyla::op;
+  for (int n : {9, 16}) {
+    const int64_t big = (int64_t(17) << 20) / (2 * int64_t(n) * n * int64_t(sizeof(T))) + 1, small = 37;
+    const auto a = make_batch<T>(kind::random, big, n, 99 + n);
+    for (auto [kind, transposed] : {std::pair{op::slogdet_inv, true}, std::pair{op::inv, true},
+                                    std::pair{op::adjugate, true}, std::pair{op::inv, false}}) {
+      SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " op " + std::to_string(int(kind)) +
+                   (transposed ? " transposed" : ""));
+      std::vector<T> x_big(a.size()), x_small(size_t(small) * n * n), sign_big(big), sign_small(small);
+      std::vector<real_t<T>> log_big(big), log_small(small);
+      const bool with_det = kind == op::slogdet_inv;
+      const tinyla::job big_job{.kind = kind,
+                                .batch = big,
+                                .n = n,
+                                .a = a.data(),
+                                .x = x_big.data(),
+                                .sign = with_det ? sign_big.data() : nullptr,
+                                .logabsdet = with_det ? log_big.data() : nullptr,
+                                .transpose_x = transposed};
+      tinyla::job small_job = big_job;
+      small_job.batch = small, small_job.x = x_small.data();
+      if (with_det) small_job.sign = sign_small.data(), small_job.logabsdet = log_small.data();
+      ASSERT_EQ(run_on_cpu(tinyla::dtype_of<T>, big_job), TINYLA_OK);
+      ASSERT_EQ(run_on_cpu(tinyla::dtype_of<T>, small_job), TINYLA_OK);
+      EXPECT_EQ(std::memcmp(x_big.data(), x_small.data(), x_small.size() * sizeof(T)), 0);
+      EXPECT_EQ(std::memcmp(sign_big.data(), sign_small.data(), sign_small.size() * sizeof(T)), 0);
+      EXPECT_EQ(std::memcmp(log_big.data(), log_small.data(), log_small.size() * sizeof(real_t<T>)), 0);
+    }
+  }
+}
+
 TYPED_TEST(Consistency, ThreadCountsGiveIdenticalBits) {
   using T = TypeParam;
   for (int n : {1, 2, 3, 5, 8, 13, 32, 33}) {
