@@ -299,7 +299,8 @@ template <class E> struct group_storage<E, -1> {
 // (swap_columns_in_lanes on Y's n rows; at N = 8 too for A^-1 in groups of 8 matrices or
 // more, unpack_inverse_swapped); otherwise at N = 8 and run-time n as the lane group is
 // unpacked (unpack_inverse; for real A^-T at N = 8 unpack_inverse_transposed, by the
-// selects on one row of column indices): there the selects on Y cost 10-20 % of the inverse.
+// selects on one row of column indices, and at run-time n unpack_inverse_transposed_rows):
+// there the selects on Y cost 10-20 % of the inverse.
 template <class E, class L> TINYLA_INLINE void swap_columns_in_lanes(E* a, const L* pivots, int n, int rows) {
   for (int k = n - 2; k >= 0; --k)
     for (int c = k + 1; c < n; ++c) swap_where(pivots[k] == L(c), a + k, a + c, rows, n);
