@@ -167,23 +167,25 @@ TINYLA_INLINE void pack(const R* src, int64_t K, int count, void* dst, int strid
   }
 }
 
-// The inverse of pack: K lane vectors (stride apart) to `count` matrices, lane w's K reals at
-// dst + w * K, or at lane_dst[w] where given.
-template <class R, int W>
+// The inverse of pack: K lane vectors to `count` matrices, lane w's K reals at dst + w * K, or
+// at lane_dst[w] where given. The vectors come C at a time (an element's parts), `stride`
+// elements apart.
+template <class R, int W, int C = 1>
 TINYLA_INLINE void unpack(const void* src, int64_t K, int count, R* dst, int stride = 1, R* const* lane_dst = nullptr) {
   if (count > W) __builtin_unreachable();
   if (K == 0) return;
+  const auto vector = [&](int64_t c) { return c / C * stride * C + c % C; };  // vector c's place
   if constexpr (W == 1) {
     R* const out = lane_dst ? lane_dst[0] : dst;
     if (stride == 1) std::memcpy(out, src, size_t(K) * sizeof(R));
     else
-      for (int64_t c = 0; c < K; ++c) out[c] = static_cast<const R*>(src)[c * stride];
+      for (int64_t c = 0; c < K; ++c) out[c] = static_cast<const R*>(src)[vector(c)];
   } else {
     using V = typename simd<R, W>::native;
     const auto* in = static_cast<const char*>(src);
     auto get = [&](int64_t c) {
       V v;
-      std::memcpy(&v, in + c * stride * int64_t(sizeof(V)), sizeof(V));
+      std::memcpy(&v, in + vector(c) * int64_t(sizeof(V)), sizeof(V));
       return v;
     };
     auto out = [&](int w) { return lane_dst ? lane_dst[w] : dst + w * K; };
@@ -350,17 +352,18 @@ __attribute__((noinline)) void unpack_inverse_transposed(const L* y, const L* pi
       std::memcpy(dst + (int64_t(w) * N + i) * N, columns[int(lane_get(col[i], w))] + w * N, N * sizeof(R));
 }
 
-// unpack_inverse's A^-T for real matrices of run-time order n: column c of Y is row row_w[c]
+// unpack_inverse's A^-T for matrices of run-time order n: column c of Y is row row_w[c]
 // of lane w's A^-T (row_w the inverse of col above), so each column leaves the lanes by
 // unpack's whole-vector transposes straight to its row in each matrix; no scratch but the
 // W x n row numbers (a scratch of Y's columns, as at N = 8, slowed the elimination beside it).
 // Against unpack_inverse (a Zen 5, 1 thread, one library per process over fresh copies):
 // float64 slogdet_inv_transposed at n = 16 / 32 1.08-1.11x / 1.14-1.16x as fast up to 8 MiB
-// of input, float32 1.08-1.14x / 1.25x. Not where a call outgrows the caches (streaming_bytes):
+// of input, float32 1.08-1.14x / 1.25x, complex128 1.06x / 1.21x, complex64 1.25x / 1.34x
+// (256 KiB; complex at n = 8 0.98-1.01x). Not where a call outgrows the caches (streaming_bytes):
 // each matrix's rows written out of order, W matrices at a time, made it 0.75-0.95x as fast at
 // n = 10..20 with 32 MiB of input (n = 32: 1.11-1.14x), and unpack_inverse writes them in order.
-template <class R, class L>
-void unpack_inverse_transposed_rows(const L* y, const L* pivots, int n, int count, R* dst, int* rows) {
+template <int C, class E, class L, class R>
+void unpack_inverse_transposed_rows(const E* y, const L* pivots, int n, int count, R* dst, int* rows) {
   constexpr int W = lane_traits<L>::width;
   for (int w = 0; w < count; ++w) {
     int* row = rows + w * n;  // first col (getri's swaps on 0..n-1), then its inverse
@@ -371,8 +374,8 @@ void unpack_inverse_transposed_rows(const L* y, const L* pivots, int n, int coun
   }
   R* lane_dst[W];
   for (int c = 0; c < n; ++c) {
-    for (int w = 0; w < count; ++w) lane_dst[w] = dst + (int64_t(w) * n + rows[w * n + c]) * n;
-    unpack<R, W>(y + c, n, count, nullptr, n, lane_dst);
+    for (int w = 0; w < count; ++w) lane_dst[w] = dst + (int64_t(w) * n + rows[w * n + c]) * n * C;
+    unpack<R, W, C>(y + c, int64_t(C) * n, count, nullptr, n, lane_dst);
   }
 }
 
@@ -554,10 +557,10 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
       } else if (C == 1 && N >= 8 && jb.transpose_x) {
         if constexpr (C == 1 && N >= 8)
           unpack_inverse_transposed<N>(a.data(), pivots.data(), count, static_cast<R*>(jb.x) + b * ka);
-      } else if (C == 1 && N < 0 && jb.transpose_x && !streaming) {
-        if constexpr (C == 1 && N < 0)
-          unpack_inverse_transposed_rows(a.data(), pivots.data(), n, count, static_cast<R*>(jb.x) + b * ka,
-                                         columns.data());
+      } else if (N < 0 && jb.transpose_x && !streaming) {
+        if constexpr (N < 0)
+          unpack_inverse_transposed_rows<C>(a.data(), pivots.data(), n, count, static_cast<R*>(jb.x) + b * ka,
+                                            columns.data());
       } else if (N == 8 && V >= 8 && !jb.transpose_x) {
         if constexpr (N == 8 && V >= 8)
           unpack_inverse_swapped<N, R, V>(a.data(), pivots.data(), count, static_cast<R*>(jb.x) + b * ka);
