@@ -174,18 +174,18 @@ template <class R, int W, int C = 1>
 TINYLA_INLINE void unpack(const void* src, int64_t K, int count, R* dst, int stride = 1, R* const* lane_dst = nullptr) {
   if (count > W) __builtin_unreachable();
   if (K == 0) return;
-  const auto vector = [&](int64_t c) { return c / C * stride * C + c % C; };  // vector c's place
+  const auto place = [&](int64_t c) { return c / C * stride * C + c % C; };  // of vector c, in vectors
   if constexpr (W == 1) {
     R* const out = lane_dst ? lane_dst[0] : dst;
     if (stride == 1) std::memcpy(out, src, size_t(K) * sizeof(R));
     else
-      for (int64_t c = 0; c < K; ++c) out[c] = static_cast<const R*>(src)[vector(c)];
+      for (int64_t c = 0; c < K; ++c) out[c] = static_cast<const R*>(src)[place(c)];
   } else {
     using V = typename simd<R, W>::native;
     const auto* in = static_cast<const char*>(src);
     auto get = [&](int64_t c) {
       V v;
-      std::memcpy(&v, in + vector(c) * int64_t(sizeof(V)), sizeof(V));
+      std::memcpy(&v, in + place(c) * int64_t(sizeof(V)), sizeof(V));
       return v;
     };
     auto out = [&](int w) { return lane_dst ? lane_dst[w] : dst + w * K; };
@@ -307,6 +307,13 @@ template <class E, class L> TINYLA_INLINE void swap_columns_in_lanes(E* a, const
   for (int k = n - 2; k >= 0; --k)
     for (int c = k + 1; c < n; ++c) swap_where(pivots[k] == L(c), a + k, a + c, rows, n);
 }
+// Lane w's getri column order: col[j] = the column of Y that is column j of A^-1 (the swaps
+// pivots[k], k = n-2 down to 0, applied to 0..n-1).
+template <class L> TINYLA_INLINE void getri_columns(const L* pivots, int w, int n, int* col) {
+  for (int j = 0; j < n; ++j) col[j] = j;
+  for (int k = n - 2; k >= 0; --k) std::swap(col[k], col[int(lane_get(pivots[k], w))]);
+}
+
 // Unpacks the lane group's Y into `count` n x n matrices of C-real elements
 // (lane w's the w-th) with getri's column swaps applied: column j of A^-1 is
 // column col[j] of Y, col the swaps applied to 0..n-1 (each lane its own) -- or
@@ -318,8 +325,7 @@ void unpack_inverse(const E* a, const L* pivots, int n, int count, R* dst, bool 
   constexpr int W = lane_traits<L>::width;
   const R* y = reinterpret_cast<const R*>(a);  // element (r, j) part c of lane w: ((r * n + j) * C + c) * W + w
   for (int w = 0; w < count; ++w, dst += int64_t(n) * n * C) {
-    for (int j = 0; j < n; ++j) col[j] = j;
-    for (int k = n - 2; k >= 0; --k) std::swap(col[k], col[int(lane_get(pivots[k], w))]);
+    getri_columns(pivots, w, n, col);
     R* out = dst;
     for (int i = 0; i < n; ++i)  // output row i: row i of Y, or column col[i] of Y (transposed)
       for (int j = 0; j < n; ++j, out += C) {
@@ -365,12 +371,10 @@ __attribute__((noinline)) void unpack_inverse_transposed(const L* y, const L* pi
 template <int C, class E, class L, class R>
 void unpack_inverse_transposed_rows(const E* y, const L* pivots, int n, int count, R* dst, int* rows) {
   constexpr int W = lane_traits<L>::width;
+  int* const col = rows + W * n;
   for (int w = 0; w < count; ++w) {
-    int* row = rows + w * n;  // first col (getri's swaps on 0..n-1), then its inverse
-    int* col = rows + W * n;
-    for (int j = 0; j < n; ++j) col[j] = j;
-    for (int k = n - 2; k >= 0; --k) std::swap(col[k], col[int(lane_get(pivots[k], w))]);
-    for (int i = 0; i < n; ++i) row[col[i]] = i;
+    getri_columns(pivots, w, n, col);
+    for (int i = 0; i < n; ++i) rows[w * n + col[i]] = i;  // row_w, the inverse of col
   }
   R* lane_dst[W];
   for (int c = 0; c < n; ++c) {

@@ -58,8 +58,8 @@ TYPED_TEST(Consistency, TwoByTwoGroupsOfCommonMatricesMatchScalarLanesBitForBit)
 }
 
 // A call whose operand and output outgrow the caches (streaming_bytes in backend_isa.cpp,
-// 16 MiB) takes other paths: the prefetch two groups ahead, and real A^-T at run-time n leaves
-// the lanes element by element instead of by transposes. Its first matrices get the bits that a
+// 16 MiB) takes other paths: the prefetch two groups ahead, and A^-T at run-time n leaves the
+// lanes element by element instead of by transposes. Its first matrices get the bits that a
 // call of those matrices alone gets.
 TYPED_TEST(Consistency, CallsBeyondTheCachesGiveTheBitsOfSmallCalls) {
   using T = TypeParam;
