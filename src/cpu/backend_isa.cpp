@@ -376,7 +376,7 @@ void unpack_inverse_transposed_rows(const E* y, const L* pivots, int n, int coun
     getri_columns(pivots, w, n, col);
     for (int i = 0; i < n; ++i) rows[w * n + col[i]] = i;  // row_w, the inverse of col
   }
-  R* lane_dst[W];
+  R* lane_dst[W] = {};
   for (int c = 0; c < n; ++c) {
     for (int w = 0; w < count; ++w) lane_dst[w] = dst + (int64_t(w) * n + rows[w * n + c]) * n * C;
     unpack<R, W, C>(y + c, int64_t(C) * n, count, nullptr, n, lane_dst);

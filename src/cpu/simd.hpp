@@ -235,8 +235,10 @@ template <class T, int W> TINYLA_INLINE simd<T, W> lesser(simd<T, W> a, simd<T, 
 #if defined(__AVX512F__)
   using native = typename simd<T, W>::native;
   if constexpr (sizeof(native) == 64) {
-    if constexpr (sizeof(T) == 8) return {(native)_mm512_min_pd((__m512d)a.v, (__m512d)b.v)};
-    else return {(native)_mm512_min_ps((__m512)a.v, (__m512)b.v)};
+    // The masked forms with every lane set: _mm512_min_pd's undefined pass-through operand made
+    // GCC 12 warn (-Wmaybe-uninitialized); the instruction is the same.
+    if constexpr (sizeof(T) == 8) return {(native)_mm512_mask_min_pd((__m512d)a.v, 0xff, (__m512d)a.v, (__m512d)b.v)};
+    else return {(native)_mm512_mask_min_ps((__m512)a.v, 0xffff, (__m512)a.v, (__m512)b.v)};
   }
 #endif
   return {a.v < b.v ? a.v : b.v};
