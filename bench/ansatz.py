@@ -202,15 +202,18 @@ def workloads(n_el: int, contender: str) -> dict:
     return {"E_L folx": jax.jit(e_folx), "E_L hessian": jax.jit(e_hess), "VMC step": jax.jit(step)}
 
 
-def compiled_with_xla_form(fn, *args):
-    """fn compiled while tinyla's folx rule contracts stacks of matrices with XLA's code on this
-    platform (tinyla/_folx.py, _STACK_KERNEL_PLATFORMS) instead of the log_det_laplacian kernel:
-    the comparison a GPU run prints (XLA's form was the GPUs' default until 2026-11-30)."""
+def lowered_with_xla_form(build, *args):
+    """The function `build()` makes, lowered while tinyla's folx rule contracts stacks of matrices
+    with XLA's code on this platform (tinyla/_folx.py, _STACK_KERNEL_PLATFORMS) instead of the
+    log_det_laplacian kernel: the comparison a GPU run prints (XLA's form was the GPUs' default
+    until 2026-11-30). `build` makes the jitted function anew: jax reuses a jitted function's
+    trace for arguments of the same types whatever that setting is, so a function traced under
+    one form and lowered under the other keeps the first form's program."""
     from tinyla import _folx
     saved = _folx._STACK_KERNEL_PLATFORMS
     _folx._STACK_KERNEL_PLATFORMS = tuple(p for p in saved if p != tlj._default_platform())
     try:
-        return fn.lower(*args).compile()
+        return build().lower(*args)
     finally:
         _folx._STACK_KERNEL_PLATFORMS = saved
 
@@ -257,8 +260,8 @@ def main() -> int:
         for workload in contenders["jnp"]:
             fns = {c: functools.partial(contenders[c][workload], params) for c in contenders}
             if on_tinyla_gpu and workload != "E_L hessian":  # the folx workloads
-                fns["tinyla, XLA's form"] = functools.partial(
-                    compiled_with_xla_form(contenders["tinyla"][workload], params, xs), params)
+                xla_form = lowered_with_xla_form(lambda: workloads(n_el, "tinyla")[workload], params, xs)
+                fns["tinyla, XLA's form"] = functools.partial(xla_form.compile(), params)
             print(f"  n_el={n_el} {workload} ...", end="", file=sys.stderr, flush=True)
             best, outs, rounds = time_calls(fns, xs, repeats)
             print(" ".join(f"{c} {best[c] * 1e3:.1f} ms" for c in fns), file=sys.stderr, flush=True)

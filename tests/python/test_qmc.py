@@ -362,6 +362,13 @@ def test_ansatz_step_matches_jnp(monkeypatch):
         # Hessian trace would only repeat what its folx one showed above)
         np.testing.assert_allclose(ours["E_L hessian"](params, xs), ours["E_L folx"](params, xs), rtol=1e-10,
                                    err_msg=contender)
+    # The GPUs' A/B in bench/ansatz.py: the rule's XLA form on stacks, lowered after the
+    # kernel's program was traced (above), holds no kernel, and agrees with it.
+    kernel_form = ansatz.workloads(n_el, "tinyla")["E_L folx"]
+    assert "tinyla_log_det_laplacian" in kernel_form.lower(params, xs).as_text()
+    xla_form = ansatz.lowered_with_xla_form(lambda: ansatz.workloads(n_el, "tinyla")["E_L folx"], params, xs)
+    assert "tinyla_log_det_laplacian" not in xla_form.as_text()
+    np.testing.assert_allclose(xla_form.compile()(params, xs), kernel_form(params, xs), rtol=1e-10)
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
