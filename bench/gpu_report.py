@@ -350,9 +350,11 @@ class Plan:
     in_warp: int  # the LU in shared memory, each team in a warp slot (team_in_warp, src/gpu/plan.hpp)
 
 
-def read_plans(exe: str, teams: str | None = None) -> list[Plan]:
-    """The plans tinyla_gpu_plans prints; with TINYLA_GPU_TEAMS=teams where given."""
-    lines = run([exe], dict(os.environ, **({"TINYLA_GPU_TEAMS": teams} if teams else {}))).splitlines()[1:]
+def read_plans(exe: str, arch: str, settings: dict[str, str] | None = None) -> list[Plan]:
+    """The plans tinyla_gpu_plans prints for the platform of `arch` (sm_90: CUDA, gfx942: HIP); with
+    the launcher's environment settings where given (TINYLA_GPU_TEAMS, TINYLA_GPU_STORES)."""
+    platform = "cuda" if arch.startswith("sm_") else "hip"
+    lines = run([exe, str(4096 * 64), "32", platform], dict(os.environ, **(settings or {}))).splitlines()[1:]
     return [Plan(p[0], p[1], int(p[2]), p[3], *map(int, p[4:])) for p in (line.split("\t") for line in lines)]
 
 
@@ -448,13 +450,20 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         # matrices' reads, at the width of the first loads, and (inverse, solve) writes: a
         # solve's X an element each (strided), the rows of A^-T (slogdet_inv's) and of A^-1
         # (inv's) at the widest store's width.
+        # An inverse whose plan gives it shared memory stages its outputs there (stage_outputs,
+        # src/gpu/plan.hpp): each warp writes its 32 matrices' outputs together, whole lines, after
+        # every thread has written its own into its slot and the warp has read them back.
         e = ELEMENT_BYTES[plan.dtype]
         matrix_bytes = plan.n * plan.n * e
+        staged = plan.shared > 0 and plan.op in ("slogdet_inv", "inv")
         write_width = max(k.store_bytes, e) if plan.op in ("slogdet_inv", "inv") else e
-        accesses = (math.ceil(matrix_bytes / max(k.load_bytes, 4)) +
-                    (plan.op != "slogdet") * math.ceil(matrix_bytes / write_width))
         lines = min(g.warp, max(1, math.ceil(g.warp * matrix_bytes / LINE_BYTES)))
-        times["L1 lines"] = (batch / g.warp * accesses * lines) / (g.units * g.clock_hz * L1_LINES_PER_CLOCK)
+        read_lines = math.ceil(matrix_bytes / max(k.load_bytes, 4)) * lines
+        write_lines = (math.ceil(g.warp * matrix_bytes / LINE_BYTES) if staged else
+                       (plan.op != "slogdet") * math.ceil(matrix_bytes / write_width) * lines)
+        times["L1 lines"] = (batch / g.warp * (read_lines + write_lines)) / (g.units * g.clock_hz * L1_LINES_PER_CLOCK)
+        if staged:
+            times["shared memory"] = batch * 2 * matrix_bytes / g.shared_bytes_per_s
     if plan.team > 1:
         # The team kernel's LU reads both operands of its dot products from shared memory, and
         # gathers the team's pivot candidates at each step (team_factor); a warp team's (its
@@ -662,7 +671,7 @@ def main() -> int:
     if not images:
         sys.exit(f"gpu_report: neither {fatbin} nor {bundle} (configure with -DTINYLA_CUDA=ON and/or -DTINYLA_HIP=ON)")
     plans_exe = os.path.join(args.build, "tinyla_gpu_plans")
-    plans = read_plans(plans_exe)
+    plans = {g.arch: read_plans(plans_exe, g.arch) for g in (H100, MI300X)}
 
     def kernel_order(name):  # family, dtype, then n (the warp teams by width, the team kernel last)
         family, dtype, n = re.fullmatch(r"tinyla_(\w+)_(f32|f64|c64|c128)_(\w+)", name).groups()
@@ -670,7 +679,7 @@ def main() -> int:
         return family, list(ELEMENT_BYTES).index(dtype), rank
 
     # Every kernel a plan launches must be in each image, its resources and its first loads read.
-    launched = sorted({p.kernel for p in plans}, key=kernel_order)
+    launched = sorted({p.kernel for arch_plans in plans.values() for p in arch_plans}, key=kernel_order)
     missing = [f"{name} ({gpu})" for name in launched for gpu, image in images.items()
                if name not in image or image[name].regs == 0 or image[name].loads == 0]
     if missing:
@@ -678,12 +687,15 @@ def main() -> int:
 
     sizes, ops = {int(s) for s in args.sizes.split(",")}, args.ops.split(",")
     rows = []
-    for p in sorted((p for p in plans if p.dtype == args.dtype and p.n in sizes and p.op in ops),
+    hip_plans = {(q.op, q.dtype, q.n): q for q in plans[MI300X.arch]}
+    for p in sorted((p for p in plans[H100.arch] if p.dtype == args.dtype and p.n in sizes and p.op in ops),
                     key=lambda p: (ops.index(p.op), p.n)):
-        row = {"op": p.op, "n": p.n, "kernel": p.kernel, "threads": p.threads, "team": p.team, "shared": p.shared}
-        for g in (H100, MI300X):
+        q = hip_plans[p.op, p.dtype, p.n]  # the same kernel and block; shared memory may differ (staged stores)
+        shared = str(p.shared) if q.shared == p.shared else f"{p.shared} (MI300X {q.shared})"
+        row = {"op": p.op, "n": p.n, "kernel": p.kernel, "threads": p.threads, "team": p.team, "shared": shared}
+        for g, plan in ((H100, p), (MI300X, q)):
             if g.name in images:
-                pr = predict(g, images[g.name][p.kernel], p, args.batch)
+                pr = predict(g, images[g.name][plan.kernel], plan, args.batch)
                 row[g.name.split()[0]] = {"resident": pr.resident, "limit": pr.limit, "filled": pr.filled,
                                           "ms": 1e3 * pr.seconds,
                                           "bound": pr.bound, "hbm_fraction": pr.hbm_fraction}
@@ -711,7 +723,7 @@ def main() -> int:
     print("\n".join(workload_table(rows)))
     if not args.markdown:
         print()
-        print("\n".join(laplacian_table(images, plans, args.dtype, 256)))
+        print("\n".join(laplacian_table(images, plans[H100.arch], args.dtype, 256)))
     if args.measured:
         g = {"H100": H100, "H200": H200, "MI300X": MI300X}[args.measured_on]
         image = images.get(H100.name if g.arch == "sm_90" else MI300X.name)
@@ -719,9 +731,10 @@ def main() -> int:
             sys.exit(f"gpu_report: --measured-on {args.measured_on} needs the {g.arch} image")
         for path in args.measured:
             measured = json.load(open(path))
-            teams = measured.get("teams")  # the LU setting it was measured with: its kernels' prediction
+            # The launcher's settings it was measured with (tinyla_gpu_kernel_times): its kernels' prediction.
+            settings = {f"TINYLA_GPU_{key.upper()}": measured[key] for key in ("teams", "stores") if key in measured}
             print()
-            print("\n".join(measured_table(measured, g, image, read_plans(plans_exe, teams) if teams else plans)))
+            print("\n".join(measured_table(measured, g, image, read_plans(plans_exe, g.arch, settings))))
     return 0
 
 

@@ -69,9 +69,7 @@ handle kernel(runtime::runtime& rt, context_kernels& k, int index, const char* n
 }
 
 template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
-  plan_options options = launch_options();
-  options.stage_outputs &= this_platform == runtime::platform::cuda;  // the HIP kernels have no such path
-  const launch_plan plan = plan_launch<E>(jb, options);
+  const launch_plan plan = plan_launch<E>(jb, launch_options(this_platform == runtime::platform::cuda));
   if (jb.kind == op::log_det_laplacian && jb.n > max_laplacian_n)
     return fail(TINYLA_UNSUPPORTED, "log_det_laplacian: the GPU kernel takes n <= " + std::to_string(max_laplacian_n) +
                                         ", not " + std::to_string(jb.n));

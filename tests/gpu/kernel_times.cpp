@@ -72,14 +72,17 @@ int main(int argc, char** argv) {
               static_cast<long long>(walkers));
   std::printf(
       "| N | slogdet ms | GB/s | slogdet_inv_t ms | GB/s | inv ms | GB/s |\n|---:|---:|---:|---:|---:|---:|---:|\n");
-  // The plans' LU setting, for gpu_report.py to predict the same kernels.
-  const char* env = std::getenv("TINYLA_GPU_TEAMS");
-  const char* teams = env && *env ? env : "fill";
+  // The plans' settings, for gpu_report.py to predict the same kernels.
+  const auto setting = [](const char* name, const char* fallback) {
+    const char* env = std::getenv(name);
+    return env && *env ? env : fallback;
+  };
+  const char *teams = setting("TINYLA_GPU_TEAMS", "fill"), *stores = setting("TINYLA_GPU_STORES", "staged");
   if (json)
     std::fprintf(json,
-                 "{\"device\": \"%s\", \"teams\": \"%s\", \"source\": \"tinyla_gpu_kernel_times: device time, "
-                 "events around each call, TINYLA_GPU_TEAMS=%s\", \"rows\": [",
-                 device.name, teams, teams);
+                 "{\"device\": \"%s\", \"teams\": \"%s\", \"stores\": \"%s\", \"source\": \"tinyla_gpu_kernel_times: "
+                 "device time, events around each call, TINYLA_GPU_TEAMS=%s TINYLA_GPU_STORES=%s\", \"rows\": [",
+                 device.name, teams, stores, teams, stores);
   bool first_row = true;
   std::mt19937_64 rng(1);
   std::uniform_real_distribution<double> uniform(-1, 1);
