@@ -39,8 +39,9 @@ template <class E> void print_plans(dtype t, long long batch, int max_n, const p
         const bool in_warp =
             !p.per_thread && p.warp_width == 0 && team_in_warp(p.team_size, p.block_threads, p.workspace_bytes == 0);
         std::printf("%s\t%s\t%d\t%s\t%d\t%d\t%lld\t%lld\t%lld\t%d\n", o.name, dtype_name(t), n,
-                    kernel_name(t, F, N).text, p.block_threads, p.team_size, (long long)p.blocks,
-                    (long long)p.shared_bytes, (long long)p.workspace_bytes, int(in_warp));
+                    (p.inverse_in_shared ? team_inverse_kernel_name(t, N) : kernel_name(t, F, N)).text, p.block_threads,
+                    p.team_size, (long long)p.blocks, (long long)p.shared_bytes, (long long)p.workspace_bytes,
+                    int(in_warp));
       });
     }
   // log_det_laplacian (folx's rule for one determinant): its own kernel, n <= max_laplacian_n;

@@ -149,7 +149,7 @@ def step_loops(name: str, arch: str, code: list[tuple[int, str]], targets: list,
     earlier address) that hold shuffles: one chunk, the shortest of those with the most
     shuffles; several, those inside no other (the grid-stride loop holds them all), in address
     order. Run n times per matrix in all, they are most of a warp team's instructions."""
-    warp = re.search(r"_warp(\d+)$", name)
+    warp = re.search(r"_warp(\d+)(_in_shared)?$", name)
     if not warp:
         return []
     dtype, width = re.search(r"_(f32|f64|c64|c128)_", name).group(1), int(warp.group(1))
@@ -474,7 +474,7 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         e = ELEMENT_BYTES[plan.dtype]
         fmas = flops / 2 / (1 if plan.dtype.startswith("f") else 4)  # of the element type
         lu_fmas = fmas if plan.op == "slogdet" else fmas / 3
-        warp = re.search(r"_warp(\d+)$", plan.kernel)
+        warp = re.search(r"_warp(\d+)(_in_shared)?$", plan.kernel)
         if warp:
             width = int(warp.group(1))
             u_in_shared = warp_rows_in_registers(plan.kernel, plan.dtype, width)
@@ -511,7 +511,9 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         # The inverse (a row per thread, stored as a column of A^-T) and the solves (a column
         # per thread) work in global memory, about n^2 accesses per row or column, counted at
         # L1 speed (optimistic): the element each, as a team's threads touch consecutive ones;
-        # inv then reads A^-T back and writes A^-1 (2 n^2 more).
+        # inv then reads A^-T back and writes A^-1 (2 n^2 more). (An inverse formed in shared
+        # memory, a kernel _in_shared, takes the same count at the same rate: the model does not
+        # tell them apart; a GPU run times them.)
         if plan.op != "slogdet":
             vectors = plan.n if plan.op != "solve" else 1
             times["solve in L1"] = lanes * batch * (vectors * plan.n ** 2 + transposed) * e / g.shared_bytes_per_s
@@ -674,9 +676,10 @@ def main() -> int:
     plans = {g.arch: read_plans(plans_exe, g.arch) for g in (H100, MI300X)}
 
     def kernel_order(name):  # family, dtype, then n (the warp teams by width, the team kernel last)
-        family, dtype, n = re.fullmatch(r"tinyla_(\w+)_(f32|f64|c64|c128)_(\w+)", name).groups()
+        family, dtype, n, in_shared = re.fullmatch(r"tinyla_(\w+?)_(f32|f64|c64|c128)_(\w+?)(_in_shared)?",
+                                                   name).groups()
         rank = int(n) if n.isdigit() else 1000 + int(n[4:]) if n.startswith("warp") else 1 << 30
-        return family, list(ELEMENT_BYTES).index(dtype), rank
+        return family, list(ELEMENT_BYTES).index(dtype), rank, bool(in_shared)
 
     # Every kernel a plan launches must be in each image, its resources and its first loads read.
     launched = sorted({p.kernel for arch_plans in plans.values() for p in arch_plans}, key=kernel_order)
@@ -732,7 +735,8 @@ def main() -> int:
         for path in args.measured:
             measured = json.load(open(path))
             # The launcher's settings it was measured with (tinyla_gpu_kernel_times): its kernels' prediction.
-            settings = {f"TINYLA_GPU_{key.upper()}": measured[key] for key in ("teams", "stores") if key in measured}
+            settings = {f"TINYLA_GPU_{key.upper()}": measured[key] for key in ("teams", "stores", "team_inverse")
+                        if key in measured}
             print()
             print("\n".join(measured_table(measured, g, image, read_plans(plans_exe, g.arch, settings))))
     return 0

@@ -40,7 +40,7 @@ tinyla_status fail(tinyla_status s, const std::string& why) {
 struct context_kernels {
   handle context;
   handle module;
-  std::atomic<handle> functions[kernel_count + laplacian_kernel_count] = {};
+  std::atomic<handle> functions[kernel_count + laplacian_kernel_count + team_inverse_kernel_count] = {};
 };
 
 context_kernels* kernels_in(runtime::runtime& rt, handle context) {
@@ -59,7 +59,8 @@ context_kernels* kernels_in(runtime::runtime& rt, handle context) {
   return last = k;
 }
 
-// The job's kernel: log_det_laplacian's (laplacian_kernel_name) after the factorizing ones.
+// The job's kernel: log_det_laplacian's (laplacian_kernel_name) after the factorizing ones,
+// then the team inverses formed in shared memory (team_inverse_kernel_name).
 handle kernel(runtime::runtime& rt, context_kernels& k, int index, const char* name) {
   std::atomic<handle>& slot = k.functions[index];
   if (handle fn = slot.load(std::memory_order_acquire)) return fn;
@@ -90,6 +91,9 @@ template <class E> tinyla_status launch(dtype t, const job& jb, handle stream) {
   handle fn = nullptr;
   if (jb.kind == op::log_det_laplacian)
     fn = kernel(*rt, *k, kernel_count + laplacian_kernel_index(t, jb.n), laplacian_kernel_name(t, jb.n).text);
+  else if (plan.inverse_in_shared)
+    fn = kernel(*rt, *k, kernel_count + laplacian_kernel_count + team_inverse_kernel_index(t, variant_of(plan, jb.n)),
+                team_inverse_kernel_name(t, variant_of(plan, jb.n)).text);
   else
     dispatch_kernel<E>(
         jb, plan, [&]<family F, int N>() { fn = kernel(*rt, *k, kernel_index(t, F, N), kernel_name(t, F, N).text); });

@@ -64,6 +64,14 @@ using tinyla::job;
     device_block blk;                                                                                                  \
     team_kernel<family::F, warp_width_of(V), E>(blk, jb, team_size, workspace);                                        \
   }
+// ... and the inverses formed in shared memory (launch_plan's inverse_in_shared), named by
+// team_inverse_kernel_name.
+#define TINYLA_TEAM_INVERSE_KERNEL(NAME, V, E, DT)                                                                     \
+  extern "C" __global__ void TINYLA_TEAM_BOUNDS(inverse, E, V)                                                         \
+      tinyla_inverse_##DT##_##NAME##_in_shared(job jb, int team_size, E* workspace) {                                  \
+    device_block blk;                                                                                                  \
+    team_kernel<family::inverse, warp_width_of(V), E, 0, warp_redux, true>(blk, jb, team_size, workspace);             \
+  }
 
 static_assert(max_per_thread_n == 8, "TINYLA_FOR_EACH_N lists n = 0..max_per_thread_n");
 // Not formatted: clang-format does not settle on one layout for this list.
@@ -80,6 +88,10 @@ static_assert(warp_width_count == 2 && warp_widths[0] == 16 && warp_widths[1] ==
 #define TINYLA_TYPE_KERNELS(E, DT)                                                                                     \
   TINYLA_FAMILY_KERNELS(determinant, E, DT)                                                                            \
   TINYLA_FAMILY_KERNELS(inverse, E, DT) TINYLA_FAMILY_KERNELS(solve, E, DT) TINYLA_FAMILY_KERNELS(adjugate, E, DT)
+#define TINYLA_TEAM_INVERSE_KERNELS(E, DT)                                                                             \
+  TINYLA_TEAM_INVERSE_KERNEL(team, team_variant, E, DT)                                                                \
+  TINYLA_TEAM_INVERSE_KERNEL(warp16, warp_variant(16), E, DT)                                                          \
+  TINYLA_TEAM_INVERSE_KERNEL(warp32, warp_variant(32), E, DT)
 
 // log_det_laplacian's, by the width of a thread's column of M_c.
 static_assert(laplacian_width_count == 3 && laplacian_widths[0] == 8 && laplacian_widths[1] == 16 &&
@@ -96,6 +108,10 @@ TINYLA_TYPE_KERNELS(float, f32)
 TINYLA_TYPE_KERNELS(double, f64)
 TINYLA_TYPE_KERNELS(cplx<float>, c64)
 TINYLA_TYPE_KERNELS(cplx<double>, c128)
+TINYLA_TEAM_INVERSE_KERNELS(float, f32)
+TINYLA_TEAM_INVERSE_KERNELS(double, f64)
+TINYLA_TEAM_INVERSE_KERNELS(cplx<float>, c64)
+TINYLA_TEAM_INVERSE_KERNELS(cplx<double>, c128)
 TINYLA_LAPLACIAN_KERNELS(float, f32)
 TINYLA_LAPLACIAN_KERNELS(double, f64)
 TINYLA_LAPLACIAN_KERNELS(cplx<float>, c64)

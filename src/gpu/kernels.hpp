@@ -947,8 +947,12 @@ template <class E, class Block> TINYLA_HD void transpose_through(Block& blk, tea
 // blocks() * teams matrices of global scratch. W > 0: the LU by warp_factor,
 // team_size == W; a determinant whose rows fit in registers
 // (warp_rows_in_registers) reads them from global memory: shared memory only for
-// U's rows.
-template <family F, int W, class E, int StepChunk = 0, bool Redux = warp_redux, class Block>
+// U's rows. InverseInShared (family::inverse; launch_plan's inverse_in_shared): each team's
+// inverse formed in a buffer after its LU, then written out (a kernel of its own, so that the
+// others keep their registers: as a run-time choice it took sm_90's warp-team inverses up to
+// 16 more registers, and six of them into local memory).
+template <family F, int W, class E, int StepChunk = 0, bool Redux = warp_redux, bool InverseInShared = false,
+          class Block>
 TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspace) {
   using L = lane_of<E>;
   using R = lane_real<L>;
@@ -962,11 +966,15 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
   const bool in_warp = team_in_warp(team_size, blk.threads(), !workspace);  // as plan_launch
   const int64_t lu_size = int64_t(n) * ld;
   const int64_t u_rows_bytes = rows_in_registers ? warp_u_rows_bytes<E>(W) : 0;  // as plan_launch
+  constexpr bool y_in_shared = F == family::inverse && InverseInShared;
+  const int64_t y_bytes = y_in_shared ? team_inverse_bytes<E>(n) : 0;
   const int64_t per_team =
       (rows_in_registers ? 0 : layout.up(layout.scratch + (workspace ? 0 : lu_size * int64_t(sizeof(E))))) +
-      u_rows_bytes;
+      u_rows_bytes + y_bytes;
   char* mine = static_cast<char*>(blk.shared()) + team * per_team;
-  E* u_rows = reinterpret_cast<E*>(mine + per_team - u_rows_bytes);
+  E* u_rows = reinterpret_cast<E*>(mine + per_team - y_bytes - u_rows_bytes);
+  E* y = reinterpret_cast<E*>(mine + per_team - y_bytes);  // y_in_shared: A^-T, rows y_ld apart
+  const int y_ld = int(team_ld(n));
   int* piv = reinterpret_cast<int*>(mine);
   auto* best_val = reinterpret_cast<R*>(mine + layout.values);
   int* best_row = reinterpret_cast<int*>(mine + layout.rows);
@@ -1013,8 +1021,10 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
       if constexpr (F == family::inverse) {
         // Row i of the inverse, stored as column i: A^-T, the team's threads
         // writing consecutive elements at every step (as rows, each of their
-        // ~n^2 accesses would touch its own 32-byte sector).
-        for (int i = tm.rank; i < n; i += team_size) inverse_row(n, i, lu, ld, piv, x + b * nx + i, n, info != L(0));
+        // ~n^2 accesses would touch its own 32-byte sector); in the team's buffer, or
+        // in the output.
+        for (int i = tm.rank; i < n; i += team_size)
+          inverse_row(n, i, lu, ld, piv, y_in_shared ? y + i : x + b * nx + i, y_in_shared ? y_ld : n, info != L(0));
       } else if constexpr (F == family::solve) {
         const int m = int(jb.nrhs);
         for (int j = tm.rank; j < m; j += team_size) solve_column(n, lu, ld, piv, x + b * nx + j, m, info != L(0));
@@ -1022,8 +1032,17 @@ TINYLA_HD void team_kernel(Block& blk, const job& jb, int team_size, E* workspac
       if (tm.rank == 0) store_outputs(jb, b, acc, info);
     }
     blk.sync();  // the next round overwrites lu and piv
-    if constexpr (F == family::inverse || F == family::adjugate)
+    if constexpr (y_in_shared) {
+      // The team's buffer out, each row of the output in consecutive elements: A^-T as it
+      // lies, A^-1 read across it. The next round writes the buffer only after the barrier
+      // that follows its loads, which every thread reaches after this.
+      if (active)
+        for (int r = 0; r < n; ++r)
+          for (int c = tm.rank; c < n; c += team_size)
+            x[b * nx + r * n + c] = read_element(jb.transpose_x ? y[r * y_ld + c] : y[c * y_ld + r]);
+    } else if constexpr (F == family::inverse || F == family::adjugate) {
       if (!jb.transpose_x) transpose_through(blk, tm, n, lu, active ? x + b * nx : nullptr);
+    }
   }
 }
 

@@ -192,13 +192,23 @@ struct plan_options {
   // 1.55-2.79x and inv 1.75-3.31x as fast as direct stores at n = 3..8. CUDA only (the HIP
   // kernels have no such path: launch_options(platform)).
   bool stage_outputs = true;
+  // Team kernels' inverses (n > max_per_thread_n): each thread's row of A^-1 formed in a
+  // buffer of n x team_ld(n) elements per team in shared memory, then the team's matrix
+  // written out in consecutive elements, where it forms the row in the output itself (its
+  // ~n^2 reads and writes of it in global memory, where writes go through to L2), and A^-1
+  // (not A^-T) goes out transposed by a second pass through global memory. Where the buffer
+  // fits the budget beside the LU (else as before). Not timed yet, so not the default
+  // (TINYLA_GPU_TEAM_INVERSE=shared).
+  bool team_inverse_in_shared = false;
 };
 
 // The launcher's options: the defaults (TINYLA_GPU_TEAMS unset or "fill": warp teams
 // where n fills more than half of one's width), or with TINYLA_GPU_TEAMS=warp the LU of every n up to 32
 // past the per-thread kernel in a warp team, =shared in shared memory (the team kernel);
 // TINYLA_GPU_STORES=direct writes the per-thread inverses' outputs straight out, =staged
-// (the default) through shared memory (stage_outputs); TINYLA_GPU_TEAM_SIZE=t (1..max_team_size) takes the LU in shared memory
+// (the default) through shared memory (stage_outputs); TINYLA_GPU_TEAM_INVERSE=shared forms
+// the team kernels' inverses in shared memory, =global (the default) in the output
+// (team_inverse_in_shared); TINYLA_GPU_TEAM_SIZE=t (1..max_team_size) takes the LU in shared memory
 // with teams of t threads wherever a team kernel runs (team_size: in warp slots where t is
 // a power of two up to 32); so that a GPU can time each (scripts/gpu-check). Read once per
 // process; another value: a warning on stderr and the default, as for TINYLA_ISA.
@@ -214,6 +224,11 @@ inline plan_options launch_options() {
     if (!stores || !*stores || std::strcmp(stores, "staged") == 0) {
     } else if (std::strcmp(stores, "direct") == 0) o.stage_outputs = false;
     else std::fprintf(stderr, "tinyla: TINYLA_GPU_STORES=%s is neither direct nor staged; using staged\n", stores);
+    const char* inverse = std::getenv("TINYLA_GPU_TEAM_INVERSE");
+    if (!inverse || !*inverse || std::strcmp(inverse, "global") == 0) {
+    } else if (std::strcmp(inverse, "shared") == 0) o.team_inverse_in_shared = true;
+    else
+      std::fprintf(stderr, "tinyla: TINYLA_GPU_TEAM_INVERSE=%s is neither global nor shared; using global\n", inverse);
     if (const char* size = std::getenv("TINYLA_GPU_TEAM_SIZE"); size && *size) {
       char* end = nullptr;
       const long threads = std::strtol(size, &end, 10);
@@ -241,8 +256,9 @@ struct launch_plan {
   int warp_width = 0;     // team kernel: its LU in the registers of a warp team this wide (0: in shared memory)
   int64_t blocks = 0;     // grid size (0: nothing to launch)
   int64_t shared_bytes = 0;
-  int64_t workspace_bytes = 0;  // team kernel whose matrix does not fit in shared memory: global scratch
-  bool stage_outputs = false;   // per-thread kernel: its outputs through shared memory (plan_options)
+  int64_t workspace_bytes = 0;     // team kernel whose matrix does not fit in shared memory: global scratch
+  bool stage_outputs = false;      // per-thread kernel: its outputs through shared memory (plan_options)
+  bool inverse_in_shared = false;  // team kernel: its inverse formed in shared memory (plan_options)
 };
 
 // Per-team shared memory of the team kernel: pivot rows, the argmax
@@ -264,6 +280,12 @@ template <class R> struct team_layout {
 // and padded, their inverses compiled to more registers on sm_90 (float64 W = 32: 122
 // -> 128-136) for a gain not measured.
 constexpr int64_t team_ld(int64_t n, int warp_width = 0) { return warp_width > 0 ? n : n | 1; }
+// The buffer a team kernel forms its inverse in (team_inverse_in_shared): entry (j, i) of A^-T
+// at j * team_ld(n) + i, rows an odd count of elements apart, so that the team's threads,
+// each on its own column i, and its copy to A^-1, a thread per j, meet in different banks.
+template <class E> constexpr int64_t team_inverse_bytes(int64_t n) {
+  return (n * team_ld(n) * int64_t(sizeof(E)) + 15) / 16 * 16;
+}
 
 // The LU in shared memory at n <= 32 puts each team in a slot of a warp, the power of two
 // that holds n rows (threads past n idle in the loops): its barriers are then the warp's,
@@ -359,8 +381,14 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
         // the matrices in shared memory or (a determinant) in registers.
         const bool in_registers = warp_rows_in_registers<E>(family_of(jb.kind), w);
         const int64_t matrix = n * team_ld(n, w) * eb;
-        const int64_t per_team =
+        int64_t per_team =
             in_registers ? warp_u_rows_bytes<E>(w) : team_layout<R>::up(team_layout<R>(w, n).scratch + matrix);
+        // (and still a whole AMD wave of teams a block: complex128 from n = 31 does not fit)
+        if (o.team_inverse_in_shared && family_of(jb.kind) == family::inverse &&
+            (per_team + team_inverse_bytes<E>(n)) * (wave_threads / w) <= o.shared_budget) {
+          per_team += team_inverse_bytes<E>(n);
+          p.inverse_in_shared = true;
+        }
         const int64_t most = min_of<int64_t>(team_threads_target / w, o.shared_budget / per_team);
         // Blocks of whole 64-thread waves where one fits (AMD's wave; a 32-thread
         // block would leave half a wave idle), else of whole warps: of those up to
@@ -373,7 +401,10 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
           const int64_t fit = t * (shared_per_unit / (t * per_team));
           if (fit >= resident) teams = t, resident = fit;
         }
-        if (teams == 0) break;
+        if (teams == 0) {
+          p.inverse_in_shared = false;
+          break;
+        }
         p.team_size = p.warp_width = w;
         p.block_threads = int(teams) * w;
         p.shared_bytes = teams * per_team;
@@ -387,7 +418,10 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
   const int64_t matrix = n * team_ld(n) * eb;
   const team_layout<R> layout(p.team_size, n);
   const bool in_shared = layout.scratch + matrix <= o.shared_budget;
-  const int64_t per_team = layout.up(in_shared ? layout.scratch + matrix : layout.scratch);
+  int64_t per_team = layout.up(in_shared ? layout.scratch + matrix : layout.scratch);
+  p.inverse_in_shared = in_shared && o.team_inverse_in_shared && family_of(jb.kind) == family::inverse &&
+                        per_team + team_inverse_bytes<E>(n) <= o.shared_budget;
+  if (p.inverse_in_shared) per_team += team_inverse_bytes<E>(n);
   int64_t teams = min_of<int64_t>(team_threads_target / p.team_size, o.shared_budget / per_team);
   teams = teams < 1 ? 1 : teams;
   const int64_t slots_per_warp = 32 / p.team_size;
@@ -444,6 +478,20 @@ inline kernel_name_buffer kernel_name(dtype t, family f, int variant) {
   if (variant >= 0) std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_%d", fam, dt, variant);
   else if (variant == team_variant) std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_team", fam, dt);
   else std::snprintf(name.text, sizeof name.text, "tinyla_%s_%s_warp%d", fam, dt, warp_width_of(variant));
+  return name;
+}
+
+// The team kernels' inverses formed in shared memory (launch_plan's inverse_in_shared):
+// tinyla_inverse_<dtype>_team_in_shared, _warp<W>_in_shared.
+inline constexpr int team_inverse_kernel_count = dtype_count * (1 + warp_width_count);
+constexpr int team_inverse_kernel_index(dtype t, int variant) {
+  int slot = max_per_thread_n + 1;  // the team variants' first in all_variants
+  while (all_variants[slot] != variant) ++slot;
+  return int(t) * (1 + warp_width_count) + slot - (max_per_thread_n + 1);
+}
+inline kernel_name_buffer team_inverse_kernel_name(dtype t, int variant) {
+  kernel_name_buffer name = kernel_name(t, family::inverse, variant);
+  std::snprintf(name.text + std::strlen(name.text), sizeof name.text - std::strlen(name.text), "_in_shared");
   return name;
 }
 

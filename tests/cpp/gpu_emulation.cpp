@@ -393,6 +393,14 @@ tinyla_status run(const tinyla::job& jb, int64_t max_blocks, kern::plan_options 
       run_grid(blocks, plan.block_threads, plan.shared_bytes, [&](host_block& blk) {
         E* scratch = workspace.empty() ? nullptr : workspace.data();
         constexpr int W = kern::warp_width_of(V);
+        if constexpr (F == kern::family::inverse) {  // the kernels that form it in shared memory
+          if (plan.inverse_in_shared) {
+            if (hip_step_loop && W > 0)
+              kern::team_kernel<F, W, E, kern::max_warp_width, false, true>(blk, jb, plan.team_size, scratch);
+            else kern::team_kernel<F, W, E, 0, kern::warp_redux, true>(blk, jb, plan.team_size, scratch);
+            return;
+          }
+        }
         if (hip_step_loop && W > 0)
           kern::team_kernel<F, W, E, kern::max_warp_width, false>(blk, jb, plan.team_size, scratch);
         else kern::team_kernel<F, W, E>(blk, jb, plan.team_size, scratch);

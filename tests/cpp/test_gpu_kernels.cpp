@@ -48,10 +48,17 @@ TYPED_TEST(GpuKernels, PlansRespectLaunchBoundsAndBudgets) {
       for (int64_t batch : {int64_t(1), int64_t(1000), int64_t(1) << 40}) {
         for (bool staged : {false, true}) {
           const tinyla::job jb{.kind = kind, .batch = batch, .n = n, .nrhs = 4};
-          const kern::launch_plan p = kern::plan_launch<E>(jb, {.stage_outputs = staged});
+          // (staged: both ways of staging an inverse, the per-thread kernels' and the teams')
+          const kern::launch_plan p =
+              kern::plan_launch<E>(jb, {.stage_outputs = staged, .team_inverse_in_shared = staged});
           SCOPED_TRACE("op " + std::to_string(int(kind)) + " n=" + std::to_string(n) +
                        " batch=" + std::to_string(batch) + (staged ? " staged" : ""));
           EXPECT_EQ(p.stage_outputs, staged && p.per_thread && n > 2 && kind == tinyla::op::inv);
+          // The teams' inverse in shared memory only where asked, beside an LU there.
+          if (p.inverse_in_shared) {
+            EXPECT_TRUE(staged && kind == tinyla::op::inv);
+            EXPECT_TRUE(!p.per_thread && p.workspace_bytes == 0);
+          }
           EXPECT_LE(p.block_threads, p.per_thread ? kern::max_per_thread_block : kern::max_team_block);
           EXPECT_GE(p.block_threads, p.per_thread ? 32 : p.team_size);
           if (p.warp_width > 0) {  // whole 64-thread waves of whole teams, each holding the matrix's rows
@@ -133,13 +140,14 @@ template <class T, class Run> auto misaligned(Run run) {
   };
 }
 
-// Every per-thread size, on blocks of 32 threads; the grid (2 blocks) strides.
-// Arrays aligned for vector loads, and not.
+// Every per-thread size, on blocks of 32 threads, each thread writing its own outputs
+// (TINYLA_GPU_STORES=direct); the grid (2 blocks) strides. Arrays aligned for vector loads,
+// and not.
 TYPED_TEST(GpuKernels, PerThreadKernelMatchesCpuBitForBit) {
   using T = TypeParam;
   for (int n = 0; n <= kern::max_per_thread_n; ++n) {
     SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
-    const kern::plan_options o{.per_thread_block = 32};
+    const kern::plan_options o{.per_thread_block = 32, .stage_outputs = false};
     const auto expected = run_all_ops<T>(n, 150);
     EXPECT_EQ(first_difference(run_all_ops<T>(n, 150, emulated_gpu<T>(2, o)), expected), "");
     EXPECT_EQ(first_difference(run_all_ops<T>(n, 150, misaligned<T>(emulated_gpu<T>(2, o))), expected), "")
@@ -147,8 +155,8 @@ TYPED_TEST(GpuKernels, PerThreadKernelMatchesCpuBitForBit) {
   }
 }
 
-// The same with the inverses' outputs staged per warp in shared memory (stage_outputs):
-// 150 matrices leave the last warp part full, and the grid strides.
+// The same with the inverses' outputs staged per warp in shared memory (stage_outputs, the
+// default): 150 matrices leave the last warp part full, and the grid strides.
 TYPED_TEST(GpuKernels, PerThreadStagedOutputsMatchCpuBitForBit) {
   using T = TypeParam;
   for (int n = 0; n <= kern::max_per_thread_n; ++n) {
@@ -198,6 +206,54 @@ TYPED_TEST(GpuKernels, TeamKernelMatchesCpuBitForBit) {
     EXPECT_EQ(first_difference(run_all_ops<T>(n, 26, emulated_gpu<T>(2, shared)), expected), "")
         << "the LU in shared memory";
   }
+}
+
+// The team kernels' inverses formed in shared memory (team_inverse_in_shared): the warp teams
+// and the LU in shared memory as planned with it, and teams of other sizes (one, within a
+// warp, across warps), both orientations (inv and slogdet_inv's A^-T, run_all_ops), the grid
+// striding past several rounds of a block; and where the buffer does not fit beside the LU,
+// the inverse formed in the output as before.
+TYPED_TEST(GpuKernels, TeamInverseInSharedMemoryMatchesCpuBitForBit) {
+  using T = TypeParam;
+  const tinyla::job probe{.kind = tinyla::op::inv, .batch = 1, .n = 1};
+  const auto plan = [&](int n, kern::plan_options o) {
+    tinyla::job jb = probe;
+    jb.n = n;
+    return kern::plan_launch<element_of<T>>(jb, o);
+  };
+  int warp_plans = 0;  // with the buffer (complex128's from n = 31 leave no whole AMD wave a block)
+  for (int n : {kern::max_per_thread_n + 1, 12, 16, 17, 24, 32}) {
+    SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n));
+    const auto expected = run_all_ops<T>(n, 41);
+    const kern::plan_options warp{.team_inverse_in_shared = true};
+    ASSERT_GT(plan(n, warp).warp_width, 0);
+    warp_plans += plan(n, warp).inverse_in_shared;
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, 41, emulated_gpu<T>(2, warp)), expected), "") << "warp teams";
+    const kern::plan_options shared{.warp_team_up_to = 0, .team_inverse_in_shared = true};
+    ASSERT_TRUE(plan(n, shared).inverse_in_shared);
+    ASSERT_EQ(plan(n, shared).warp_width, 0);
+    EXPECT_EQ(first_difference(run_all_ops<T>(n, 41, emulated_gpu<T>(2, shared)), expected), "")
+        << "the LU in shared memory";
+  }
+  EXPECT_GE(warp_plans, 5);
+  for (int n : {3, 13}) {
+    for (int team : {1, 4, n + 2}) {
+      SCOPED_TRACE(type_name<T>() + " n=" + std::to_string(n) + " team=" + std::to_string(team));
+      const kern::plan_options o{.per_thread_up_to = 2, .team_size = team, .team_inverse_in_shared = true};
+      ASSERT_TRUE(plan(n, o).inverse_in_shared);
+      EXPECT_EQ(first_difference(run_all_ops<T>(n, 23, emulated_gpu<T>(2, o)), run_all_ops<T>(n, 23)), "");
+    }
+  }
+  const int n = 20;  // the LU fits the budget, the buffer beside it does not
+  const kern::launch_plan lu_only = plan(n, {.warp_team_up_to = 0});
+  const int64_t team_bytes = lu_only.shared_bytes / (lu_only.block_threads / lu_only.team_size);
+  const kern::plan_options tight{.shared_budget = team_bytes + kern::team_inverse_bytes<element_of<T>>(n) - 16,
+                                 .warp_team_up_to = 0,
+                                 .team_inverse_in_shared = true};
+  ASSERT_FALSE(plan(n, tight).inverse_in_shared);
+  ASSERT_EQ(plan(n, tight).workspace_bytes, 0);
+  EXPECT_EQ(first_difference(run_all_ops<T>(n, 23, emulated_gpu<T>(2, tight)), run_all_ops<T>(n, 23)), "")
+      << "no room for the buffer";
 }
 
 // In place (x == b), as the C API allows: the CPU's out-of-place bits. The

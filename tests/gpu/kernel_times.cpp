@@ -77,12 +77,14 @@ int main(int argc, char** argv) {
     const char* env = std::getenv(name);
     return env && *env ? env : fallback;
   };
-  const char *teams = setting("TINYLA_GPU_TEAMS", "fill"), *stores = setting("TINYLA_GPU_STORES", "staged");
+  const char *teams = setting("TINYLA_GPU_TEAMS", "fill"), *stores = setting("TINYLA_GPU_STORES", "staged"),
+             *team_inverse = setting("TINYLA_GPU_TEAM_INVERSE", "global");
   if (json)
     std::fprintf(json,
-                 "{\"device\": \"%s\", \"teams\": \"%s\", \"stores\": \"%s\", \"source\": \"tinyla_gpu_kernel_times: "
-                 "device time, events around each call, TINYLA_GPU_TEAMS=%s TINYLA_GPU_STORES=%s\", \"rows\": [",
-                 device.name, teams, stores, teams, stores);
+                 "{\"device\": \"%s\", \"teams\": \"%s\", \"stores\": \"%s\", \"team_inverse\": \"%s\", "
+                 "\"source\": \"tinyla_gpu_kernel_times: device time, events around each call, TINYLA_GPU_TEAMS=%s "
+                 "TINYLA_GPU_STORES=%s TINYLA_GPU_TEAM_INVERSE=%s\", \"rows\": [",
+                 device.name, teams, stores, team_inverse, teams, stores, team_inverse);
   bool first_row = true;
   std::mt19937_64 rng(1);
   std::uniform_real_distribution<double> uniform(-1, 1);
