@@ -683,7 +683,11 @@ def main() -> int:
 
     # Every kernel a plan launches must be in each image, its resources and its first loads read.
     launched = sorted({p.kernel for arch_plans in plans.values() for p in arch_plans}, key=kernel_order)
-    missing = [f"{name} ({gpu})" for name in launched for gpu, image in images.items()
+    # The kernels that only an opt-in setting launches (TINYLA_GPU_TEAM_INVERSE=shared), listed
+    # apart: their resources too, for the GPU run that times them.
+    opt_in_plans = read_plans(plans_exe, H100.arch, {"TINYLA_GPU_TEAM_INVERSE": "shared"})
+    opt_in = sorted({p.kernel for p in opt_in_plans} - set(launched), key=kernel_order)
+    missing = [f"{name} ({gpu})" for name in launched + opt_in for gpu, image in images.items()
                if name not in image or image[name].regs == 0 or image[name].loads == 0]
     if missing:
         sys.exit("gpu_report: no resource usage or no global load read for " + ", ".join(missing))
@@ -716,6 +720,10 @@ def main() -> int:
               f"offload bundle; loads in flight x bytes: where the matrices come in):")
         print("\n".join(kernel_table(cuda, hip, launched)))
         print(local_memory_line(cuda, hip, launched))
+        print(f"\nKernels only an opt-in setting launches ({len(opt_in)}; TINYLA_GPU_TEAM_INVERSE=shared, "
+              "not timed yet):")
+        print("\n".join(kernel_table(cuda, hip, opt_in)))
+        print(local_memory_line(cuda, hip, opt_in))
         print(f"\nThe ({args.batch // 64}, 64, N, N) {args.dtype} workload: occupancy from the plan and the "
               f"registers; predicted time = max(bytes / HBM, flops / FP64 peak, bytes read / Little's-law "
               f"bandwidth of the loads in flight (latency {H100.latency_s * 1e9:.0f} ns on H100, "
