@@ -450,12 +450,13 @@ def predict(g: Gpu, k: Kernel, plan: Plan, batch: int) -> Prediction:
         # matrices' reads, at the width of the first loads, and (inverse, solve) writes: a
         # solve's X an element each (strided), the rows of A^-T (slogdet_inv's) and of A^-1
         # (inv's) at the widest store's width.
-        # An inverse whose plan gives it shared memory stages its outputs there (stage_outputs,
-        # src/gpu/plan.hpp): each warp writes its 32 matrices' outputs together, whole lines, after
-        # every thread has written its own into its slot and the warp has read them back.
+        # A per-thread plan with shared memory stages its outputs there (an inverse's or an
+        # adjugate's: stage_outputs, src/gpu/plan.hpp): each warp writes its 32 matrices' outputs
+        # together, whole lines, after every thread has written its own into its slot and the
+        # warp has read them back.
         e = ELEMENT_BYTES[plan.dtype]
         matrix_bytes = plan.n * plan.n * e
-        staged = plan.shared > 0 and plan.op in ("slogdet_inv", "inv")
+        staged = plan.shared > 0
         write_width = max(k.store_bytes, e) if plan.op in ("slogdet_inv", "inv") else e
         lines = min(g.warp, max(1, math.ceil(g.warp * matrix_bytes / LINE_BYTES)))
         read_lines = math.ceil(matrix_bytes / max(k.load_bytes, 4)) * lines

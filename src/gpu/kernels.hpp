@@ -426,7 +426,7 @@ TINYLA_HD void per_thread_matrix(const job& jb, int64_t b, E* out, bool aligned)
 // took more registers than these loads on both vendors (sm_90, float64 n = 4:
 // 80 against 66); a warp's consecutive loads here cover whole cache lines.
 // With stage_outputs (CUDA; plan_launch gives the block a slot per thread), an
-// inverse goes to the thread's slot in shared memory instead, and each
+// inverse or adjugate goes to the thread's slot in shared memory instead, and each
 // warp then writes its 32 matrices' outputs out together (copy_out_of_slots). The
 // loop runs as long for every thread of the block (those past the batch's end skip
 // the matrix), as the warps' barriers need.
@@ -439,7 +439,7 @@ TINYLA_HD void per_thread_kernel(Block& blk, const job& jb, bool stage_outputs =
   const bool aligned = (reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(x)) % 16 == 0;
   // The kernels that cannot stage keep the loop they had (a loop that runs alike in every
   // thread moved their registers by -16 to +16 on sm_90).
-  constexpr bool may_stage = in_pieces && F == family::inverse && N > 2;
+  constexpr bool may_stage = in_pieces && (F == family::inverse || F == family::adjugate) && N > 2;
   if (!may_stage || !stage_outputs) {
     // The stride from mpb zero-extended: sign-extended, ptxas kept its high word live too
     // (sm_90: the float64 determinant at n = 4 spilled both words under its 64-register cap;

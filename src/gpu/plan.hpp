@@ -185,12 +185,13 @@ struct plan_options {
   // and 28, hence the earlier rule: within 2 of their width).
   int warp_team_slack = -1;
   int team_size = 0;  // 0: min(n, max_team_size)
-  // Per-thread inverses (n > 2): each thread's output into a slot of shared memory,
-  // then each warp's 32 outputs written together, in 16-byte pieces that cover whole lines
-  // (per_thread_kernel), where a thread writing its own matrix touches a line per piece.
-  // Measured on an H200 (float64, (4096, 64, n, n), docs/gpu.md): slogdet's gradient
-  // 1.55-2.79x and inv 1.75-3.31x as fast as direct stores at n = 3..8. CUDA only (the HIP
-  // kernels have no such path: launch_options(platform)).
+  // Per-thread inverses and adjugates (n > 2): each thread's output into a slot of shared
+  // memory, then each warp's 32 outputs written together, in 16-byte pieces that cover whole
+  // lines (per_thread_kernel), where a thread writing its own matrix touches a line per piece
+  // (an adjugate, per element, one per element). Measured on an H200 (float64, (4096, 64, n,
+  // n), docs/gpu.md): slogdet's gradient 1.55-2.79x and inv 1.75-3.31x as fast as direct
+  // stores at n = 3..8; the adjugates (jax.grad of det) by the same argument, not timed yet.
+  // CUDA only (the HIP kernels have no such path: launch_options(platform)).
   bool stage_outputs = true;
   // Team kernels' inverses (n > max_per_thread_n): each thread's row of A^-1 formed in a
   // buffer of n x team_ld(n) elements per team in shared memory, then the team's matrix
@@ -366,7 +367,8 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
     p.block_threads = per_block;
     p.blocks = min_of((jb.batch + per_block - 1) / per_block, max_grid_blocks);
     // Staged only in blocks of whole warps: a warp writes out its 32 slots together.
-    if (o.stage_outputs && n > 2 && family_of(jb.kind) == family::inverse && per_block % 32 == 0) {
+    const family f = family_of(jb.kind);
+    if (o.stage_outputs && n > 2 && (f == family::inverse || f == family::adjugate) && per_block % 32 == 0) {
       p.stage_outputs = true;
       p.shared_bytes = per_block * (n * n + 1) * eb;  // a slot per thread, one element apart
     }

@@ -43,7 +43,7 @@ TYPED_TEST_SUITE(GpuKernels, Types);
 // the shared-memory budget, and the team kernel's workspace within its bound.
 TYPED_TEST(GpuKernels, PlansRespectLaunchBoundsAndBudgets) {
   using E = element_of<TypeParam>;
-  for (auto kind : {tinyla::op::slogdet, tinyla::op::inv, tinyla::op::solve}) {
+  for (auto kind : {tinyla::op::slogdet, tinyla::op::inv, tinyla::op::solve, tinyla::op::adjugate}) {
     for (int64_t n : {0, 1, 2, 3, 5, 6, 7, 8, 9, 16, 31, 32, 33, 77, 78, 100, 129, 1000, 11000}) {
       for (int64_t batch : {int64_t(1), int64_t(1000), int64_t(1) << 40}) {
         for (bool staged : {false, true}) {
@@ -53,7 +53,8 @@ TYPED_TEST(GpuKernels, PlansRespectLaunchBoundsAndBudgets) {
               kern::plan_launch<E>(jb, {.stage_outputs = staged, .team_inverse_in_shared = staged});
           SCOPED_TRACE("op " + std::to_string(int(kind)) + " n=" + std::to_string(n) +
                        " batch=" + std::to_string(batch) + (staged ? " staged" : ""));
-          EXPECT_EQ(p.stage_outputs, staged && p.per_thread && n > 2 && kind == tinyla::op::inv);
+          EXPECT_EQ(p.stage_outputs,
+                    staged && p.per_thread && n > 2 && (kind == tinyla::op::inv || kind == tinyla::op::adjugate));
           // The teams' inverse in shared memory only where asked, beside an LU there.
           if (p.inverse_in_shared) {
             EXPECT_TRUE(staged && kind == tinyla::op::inv);
