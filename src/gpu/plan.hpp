@@ -383,14 +383,12 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
         // the matrices in shared memory or (a determinant) in registers.
         const bool in_registers = warp_rows_in_registers<E>(family_of(jb.kind), w);
         const int64_t matrix = n * team_ld(n, w) * eb;
-        int64_t per_team =
+        const int64_t lu_team =
             in_registers ? warp_u_rows_bytes<E>(w) : team_layout<R>::up(team_layout<R>(w, n).scratch + matrix);
         // (and still a whole AMD wave of teams a block: complex128 from n = 31 does not fit)
-        if (o.team_inverse_in_shared && family_of(jb.kind) == family::inverse &&
-            (per_team + team_inverse_bytes<E>(n)) * (wave_threads / w) <= o.shared_budget) {
-          per_team += team_inverse_bytes<E>(n);
-          p.inverse_in_shared = true;
-        }
+        const bool inverse_in_shared = o.team_inverse_in_shared && family_of(jb.kind) == family::inverse &&
+                                       (lu_team + team_inverse_bytes<E>(n)) * (wave_threads / w) <= o.shared_budget;
+        const int64_t per_team = lu_team + (inverse_in_shared ? team_inverse_bytes<E>(n) : 0);
         const int64_t most = min_of<int64_t>(team_threads_target / w, o.shared_budget / per_team);
         // Blocks of whole 64-thread waves where one fits (AMD's wave; a 32-thread
         // block would leave half a wave idle), else of whole warps: of those up to
@@ -403,11 +401,9 @@ template <class E> constexpr launch_plan plan_launch(const job& jb, plan_options
           const int64_t fit = t * (shared_per_unit / (t * per_team));
           if (fit >= resident) teams = t, resident = fit;
         }
-        if (teams == 0) {
-          p.inverse_in_shared = false;
-          break;
-        }
+        if (teams == 0) break;
         p.team_size = p.warp_width = w;
+        p.inverse_in_shared = inverse_in_shared;
         p.block_threads = int(teams) * w;
         p.shared_bytes = teams * per_team;
         p.blocks = min_of((jb.batch + teams - 1) / teams, max_grid_blocks);
