@@ -352,7 +352,7 @@ class Plan:
 
 def read_plans(exe: str, arch: str, settings: dict[str, str] | None = None) -> list[Plan]:
     """The plans tinyla_gpu_plans prints for the platform of `arch` (sm_90: CUDA, gfx942: HIP); with
-    the launcher's environment settings where given (TINYLA_GPU_TEAMS, TINYLA_GPU_STORES)."""
+    the launcher's environment settings where given (TINYLA_GPU_TEAMS, _STORES, _TEAM_INVERSE)."""
     platform = "cuda" if arch.startswith("sm_") else "hip"
     lines = run([exe, str(4096 * 64), "32", platform], dict(os.environ, **(settings or {}))).splitlines()[1:]
     return [Plan(p[0], p[1], int(p[2]), p[3], *map(int, p[4:])) for p in (line.split("\t") for line in lines)]

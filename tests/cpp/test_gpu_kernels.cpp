@@ -156,8 +156,8 @@ TYPED_TEST(GpuKernels, PerThreadKernelMatchesCpuBitForBit) {
   }
 }
 
-// The same with the inverses' outputs staged per warp in shared memory (stage_outputs, the
-// default): 150 matrices leave the last warp part full, and the grid strides.
+// The same with the inverses' and adjugates' outputs staged per warp in shared memory
+// (stage_outputs, the default): 150 matrices leave the last warp part full, and the grid strides.
 TYPED_TEST(GpuKernels, PerThreadStagedOutputsMatchCpuBitForBit) {
   using T = TypeParam;
   for (int n = 0; n <= kern::max_per_thread_n; ++n) {
