@@ -16,7 +16,7 @@ except ImportError:  # jax < 0.6
     from jax.experimental.shard_map import shard_map
 
 import tinyla.jax as tlj
-from helpers import DTYPES, assert_close, eps, random_matrices
+from helpers import DTYPES, assert_close, eps, exact_adjugate_tangent, random_matrices
 
 SIZES = [0, 1, 2, 3, 4, 8, 17, 33]
 
@@ -199,7 +199,8 @@ def test_det_derivatives_at_singular_matrices(dtype, path):
     overflows), n >= 3 from the
     kernel's LU with its zero pivots set to 1 -- exact for integer matrices of rank n - 1 whose
     zero pivot is not the last (where jnp's LU-based rule is not) and 0 at lower rank. The second
-    derivative at singular n >= 3 is not finite, as documented."""
+    second derivative at n >= 3 is exact at rank n - 1 too (jnp's is where the zero pivot is
+    last), and not finite where adj(A) = 0, as documented."""
     a = jnp.array([[[1.0, 2.0], [2.0, 4.0]], [[0.0, 1.0], [0.0, 0.0]], np.zeros((2, 2)),
                    [[1e300, 3e300], [2e300, -1e300]], [[1.0, 2.0], [3.0, 4.0]]], dtype)
     holomorphic = np.issubdtype(dtype, np.complexfloating)
@@ -228,8 +229,42 @@ def test_det_derivatives_at_singular_matrices(dtype, path):
         ref = np.array([_cofactors(x) for x in m])
         rtol = 1e-13 if n < 10 else 1e-9  # (numpy's determinants of the 32 x 32 minors: not exact)
         np.testing.assert_allclose(first, ref, rtol=rtol, atol=rtol * np.abs(ref).max(), err_msg=f"n={n}")
-    x = jnp.asarray(np.arange(1.0, 10.0).reshape(3, 3), dtype)
-    assert not np.isfinite(jax.hessian(tlj.det, holomorphic=holomorphic)(x)).all()
+        if n > 6:  # (the exact reference's rational arithmetic)
+            continue
+        e = rng.integers(-3, 4, size=(n, n)).astype(dtype)
+        second = jax.jit(lambda x: jax.jvp(grad(tlj.det), (x,), (jnp.asarray(e),))[1])
+        for i in ((0, 1, 2, 3) if n == 3 else (1, 2, 3)):  # rank n - 1, the zero pivot anywhere
+            ref = exact_adjugate_tangent(m[i], e).T  # d cofactors = (d adj)^T
+            np.testing.assert_allclose(second(jnp.asarray(m[i])), ref, rtol=1e-13,
+                                       atol=1e-13 * np.abs(ref).max(), err_msg=f"n={n} matrix {i}")
+        assert not np.isfinite(second(jnp.asarray(m[4]))).all()  # rank n - 2: adj(A) = 0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_det_second_derivative_near_singular_matrices(dtype):
+    """d adj(A) (det's second derivative) where A is near singular: accurate to a few ulps of
+    the exact value, where the textbook (tr(adj dA) adj - adj dA adj) / det lost eps * cond(A)
+    (1e-1 at cond 1e15) and gave NaN where det is out of range. Exact references in rational
+    arithmetic."""
+    rng = np.random.default_rng(11)
+    complex_ = np.issubdtype(dtype, np.complexfloating)
+
+    def random(n):
+        x = rng.standard_normal((n, n))
+        return x + 1j * rng.standard_normal((n, n)) if complex_ else x
+
+    # (the last two: det out of range where the result is not, 1e450 and 1e-400)
+    for n, smallest, scale in [(n, smallest, 1.0) for n in (3, 5, 8) for smallest in (1.0, 1e-6, 1e-15)] + [
+            (3, 1e-15, 1e150), (4, 1e-15, 1e-100)]:
+        u, _ = np.linalg.qr(random(n))
+        v, _ = np.linalg.qr(random(n))
+        s = np.exp(rng.uniform(-1, 1, n))
+        s[rng.integers(n)] = smallest
+        a, e = (scale * (u * s) @ v.conj().T).astype(dtype), random(n).astype(dtype)
+        got = jax.jvp(jax.grad(tlj.det, holomorphic=complex_), (jnp.asarray(a),), (jnp.asarray(e),))[1]
+        ref = exact_adjugate_tangent(a, e).T
+        err = np.abs(np.asarray(got) - ref).max() / np.abs(ref).max()
+        assert err < 64 * eps(dtype), f"n={n} sigma_min={smallest} scale={scale}: relative error {err:.1e}"
 
 
 def test_det_derivatives_from_one_factorization():
