@@ -519,12 +519,13 @@ def _cofactors_tangent(a, da):
 
     changed = bound(b_max, k_b_max) * (1 + jnp.abs(delta) * k_b_max) < bound(size, k_a_max)
     # In transposed form (what det_cofactors gives, and the caller wants): Ct = adj(B)^T = G^T,
-    # times s^-(n-2) = 2^k (as three factors 2^(k/3), normal numbers while |k| <= 3 limit; beyond
-    # that the result is out of range unless dA is out of it the other way; ldexp took longer),
-    # and Kt = B^-T; A's own where unchanged; NaN where adj(A) = 0 (rank n - 2 or less).
-    k = (n - 2) * exponent
-    third = power_of_2(k // 3)
-    ct = jnp.where(changed[..., None, None], cofactors_b, cofactors_a) * third * third * power_of_2(k - 2 * (k // 3))
+    # times s^-(n-2) = 2^back (as three factors 2^(back/3), normal numbers while |back| <= 3 limit;
+    # beyond that the result is out of range unless dA is out of it the other way; ldexp took
+    # longer), and Kt = B^-T; A's own where unchanged; NaN where adj(A) = 0 (rank n - 2 or less).
+    back = (n - 2) * exponent
+    third = power_of_2(back // 3)
+    ct = jnp.where(changed[..., None, None], cofactors_b, cofactors_a)
+    ct = ct * third * third * power_of_2(back - 2 * (back // 3))  # one factor at a time
     kt = jnp.where((adj_max == 0)[..., None, None], jnp.nan, jnp.where(changed[..., None, None], k_b, k_a))
     delta = jnp.where(changed, delta, 0)[..., None, None]
 

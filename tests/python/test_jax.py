@@ -198,7 +198,7 @@ def test_det_derivatives_at_singular_matrices(dtype, path):
     kernels or the closed forms (`path`; every order the polynomial's own, also where det
     overflows), n >= 3 from the
     kernel's LU with its zero pivots set to 1 -- exact for integer matrices of rank n - 1 whose
-    zero pivot is not the last (where jnp's LU-based rule is not) and 0 at lower rank. The second
+    zero pivot is not the last (where jnp's LU-based rule is not) and 0 at lower rank. The
     second derivative at n >= 3 is exact at rank n - 1 too (jnp's is where the zero pivot is
     last), and not finite where adj(A) = 0, as documented."""
     a = jnp.array([[[1.0, 2.0], [2.0, 4.0]], [[0.0, 1.0], [0.0, 0.0]], np.zeros((2, 2)),
