@@ -452,7 +452,7 @@ def _cofactors_tangent(a, da):
     changed B's max|B| max|K|, times the amplification of the delta terms (1 + |delta| max|K|),
     is smaller than A's max|A| max|A^-1|. G and det B from one det_cofactors call each, K = G /
     det B. NaN where adj(A) = 0 (rank n - 2 or less); near that, no better than the textbook
-    form. 2-7x the textbook form's time on the CPU (two more factorizations, and XLA's
+    form. 2-6x the textbook form's time on the CPU (two more factorizations, and XLA's
     element-wise passes over tiny matrices), below jnp's rule's (docs/python.md)."""
     n = a.shape[-1]
     held = jax.lax.stop_gradient
@@ -504,29 +504,27 @@ def _cofactors_tangent(a, da):
     delta = held(-size * phase(held(det_a)) * jnp.conj(phase(entry(held(cofactors_a)))))
     b = a - delta[..., None, None] * w
 
-    def inverse_t(det, cofactors):  # B^-T = adj(B)^T / det B; NaN where det is 0 or not finite
-        usable = (jnp.isfinite(det) & (det != 0))[..., None, None]
-        return jnp.where(usable, cofactors / jnp.where(usable, det[..., None, None], 1), jnp.nan)
-
     det_b, cofactors_b = _det_cofactors(b)
-    k_a, k_b = inverse_t(det_a, cofactors_a), inverse_t(det_b, cofactors_b)
-    k_a_max, k_b_max = largest(k_a), largest(k_b)
+
+    def inverse_max(det, cofactors_max):  # max|x^-1| = max|adj x| / |det x|; inf where singular or det out of range
+        value = cofactors_max / jnp.abs(held(det))
+        return jnp.where(jnp.isfinite(value) & (det != 0), value, jnp.inf)
+
+    k_a_max, k_b_max = inverse_max(det_a, adj_max), inverse_max(det_b, largest(cofactors_b))
     b_max = jnp.maximum(size, jnp.abs(held(entry(b))))  # max|B| or more, where A's largest entry was (q, p)
-
-    def bound(x_max, k_max):  # max|x| max|x^-1|, inf where x^-1 is not finite (a singular x)
-        value = x_max * k_max
-        return jnp.where(jnp.isfinite(value), value, jnp.inf)
-
-    changed = bound(b_max, k_b_max) * (1 + jnp.abs(delta) * k_b_max) < bound(size, k_a_max)
+    changed = b_max * k_b_max * (1 + jnp.abs(delta) * k_b_max) < size * k_a_max
     # In transposed form (what det_cofactors gives, and the caller wants): Ct = adj(B)^T = G^T,
     # times s^-(n-2) = 2^back (as three factors 2^(back/3), normal numbers while |back| <= 3 limit;
     # beyond that the result is out of range unless dA is out of it the other way; ldexp took
-    # longer), and Kt = B^-T; A's own where unchanged; NaN where adj(A) = 0 (rank n - 2 or less).
+    # longer), and Kt = B^-T = Ct / det B; A's own where unchanged; NaN where adj(A) = 0 (rank
+    # n - 2 or less) or det is 0 or out of range.
+    cofactors = jnp.where(changed[..., None, None], cofactors_b, cofactors_a)
+    det = jnp.where(changed, det_b, det_a)
+    usable = jnp.isfinite(det) & (det != 0) & (adj_max != 0)
+    kt = cofactors / jnp.where(usable, det, jnp.nan)[..., None, None]
     back = (n - 2) * exponent
     third = power_of_2(back // 3)
-    ct = jnp.where(changed[..., None, None], cofactors_b, cofactors_a)
-    ct = ct * third * third * power_of_2(back - 2 * (back // 3))  # one factor at a time
-    kt = jnp.where((adj_max == 0)[..., None, None], jnp.nan, jnp.where(changed[..., None, None], k_b, k_a))
+    ct = cofactors * third * third * power_of_2(back - 2 * (back // 3))  # one factor at a time
     delta = jnp.where(changed, delta, 0)[..., None, None]
 
     # With dK = -K dA K, d adj(A) is dG M + delta (g_q (e_p^T dK) + (e_p^T dK e_q) G), where
