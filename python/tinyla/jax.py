@@ -456,22 +456,17 @@ def _cofactors_tangent(a, da):
     element-wise passes over tiny matrices), below jnp's rule's (docs/python.md)."""
     n = a.shape[-1]
     held = jax.lax.stop_gradient
-    real = jnp.finfo(a.dtype)
-
-    def power_of_2(k):  # 2^k for |k| < maxexp - 1, as a's dtype, broadcast over a matrix
-        return jnp.ldexp(jnp.ones((), real.dtype), k).astype(a.dtype)[..., None, None]
 
     # A's largest entry to about 1 (times s, a power of 2: exactly) and factored anew:
     # d adj(A) = s^-(n-2) d adj(sA), so that det and adj stay in range wherever the result is
     # (entries 1e+-100..150 at n = 3..5 gave NaN from det or adj(A) out of range otherwise).
-    limit = real.maxexp - 2
-    exponent = jnp.clip(jnp.frexp(jnp.max(jnp.abs(held(a)), axis=(-2, -1)))[1], -limit, limit)
-    a = a * power_of_2(-exponent)
+    exponent = jnp.frexp(jnp.max(jnp.abs(held(a)), axis=(-2, -1)))[1][..., None, None]
+    a = _closed_form._times_pow2(a, -exponent)
     det_a, cofactors_a = _det_cofactors(a)
 
-    def phase(z):
-        p = z / jnp.abs(z).astype(z.dtype)
-        return jnp.where(jnp.isfinite(p), p, jnp.ones_like(p))
+    def phase(z):  # z / |z|, 1 where that is 0 or not finite
+        u = _closed_form.unit(z)
+        return jnp.where((u == 0) | ~jnp.isfinite(u), jnp.ones_like(u), u)
 
     def largest(x, axis=(-2, -1)):  # max |x|; for real x without a pass for |x| (XLA's CPU made one)
         x = held(x)
@@ -514,17 +509,13 @@ def _cofactors_tangent(a, da):
     b_max = jnp.maximum(size, jnp.abs(held(entry(b))))  # max|B| or more, where A's largest entry was (q, p)
     changed = b_max * k_b_max * (1 + jnp.abs(delta) * k_b_max) < size * k_a_max
     # In transposed form (what det_cofactors gives, and the caller wants): Ct = adj(B)^T = G^T,
-    # times s^-(n-2) = 2^back (as three factors 2^(back/3), normal numbers while |back| <= 3 limit;
-    # beyond that the result is out of range unless dA is out of it the other way; ldexp took
-    # longer), and Kt = B^-T = Ct / det B; A's own where unchanged; NaN where adj(A) = 0 (rank
-    # n - 2 or less) or det is 0 or out of range.
+    # times s^-(n-2), and Kt = B^-T = Ct / det B; A's own where unchanged; NaN where adj(A) = 0
+    # (rank n - 2 or less) or det is 0 or out of range.
     cofactors = jnp.where(changed[..., None, None], cofactors_b, cofactors_a)
     det = jnp.where(changed, det_b, det_a)
     usable = jnp.isfinite(det) & (det != 0) & (adj_max != 0)
     kt = cofactors / jnp.where(usable, det, jnp.nan)[..., None, None]
-    back = (n - 2) * exponent
-    third = power_of_2(back // 3)
-    ct = cofactors * third * third * power_of_2(back - 2 * (back // 3))  # one factor at a time
+    ct = _closed_form._times_pow2(cofactors, (n - 2) * exponent)
     delta = jnp.where(changed, delta, 0)[..., None, None]
 
     # With dK = -K dA K, d adj(A) is dG M + delta (g_q (e_p^T dK) + (e_p^T dK e_q) G), where
