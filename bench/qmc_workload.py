@@ -25,7 +25,8 @@ time: on a GPU, the fraction of HBM bandwidth reached. Runs on jax's default dev
 GPU where jax has one). Progress goes to stderr; the table to stdout; a PNG plot
 of the ratios to --png.
 
-Then the folx Laplacian of a Slater ansatz (below; at folx's default sparsity and FermiNet's)
+Then the folx Laplacian of a Slater ansatz (below; at folx's default sparsity and FermiNet's;
+on the CPU once more with XLA's reductions taken back from YNNPACK, YNN_REDUCTIONS_OFF)
 and, from bench/ansatz.py, a FermiNet-like ansatz step (local energies and the VMC gradient)
 with the determinant's share of it.
 """
@@ -306,6 +307,32 @@ def folx_table(quick: bool, repeats: int) -> None:
         print("\n".join(jnp_form_rows))
 
 
+# XLA's CPU backend (jax 0.10.2 and 0.11 at least) hands reductions to YNNPACK, which on these
+# small arrays is slower than XLA's own loops; the flag below takes them back (jax-ml/jax#37465,
+# "CPU performance regression"). In the folx table it made the step with jnp's rule up to 4.1x
+# faster, with tinyla's up to 4.6x (n_el = 32, sparse), and moved the Amdahl fractions either way
+# row by row (docs/qmc_codes.md), so the table is timed again with it: what users who set the
+# flag get. An XLA without YNNPACK rejects the flag.
+YNN_REDUCTIONS_OFF = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
+
+
+def folx_table_without_ynn_reductions(quick: bool, repeats: int) -> None:
+    """The folx table again, in a process whose XLA_FLAGS take reductions away from YNNPACK (the
+    flags are read when XLA starts). Only on the CPU, where XLA knows the flag."""
+    if tlj._default_platform() != "cpu":
+        return
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {YNN_REDUCTIONS_OFF}".strip())
+    probe = subprocess.run([sys.executable, "-c", "import jax; jax.numpy.zeros(1).block_until_ready()"],
+                           env=env, capture_output=True)
+    if probe.returncode != 0:
+        print(f"\n(this XLA does not know {YNN_REDUCTIONS_OFF}: no YNNPACK reductions to take back)")
+        return
+    print(f"\nThe same with XLA_FLAGS={YNN_REDUCTIONS_OFF} (XLA's own loops for reductions, not YNNPACK's):")
+    sys.stdout.flush()
+    subprocess.run([sys.executable, os.path.abspath(__file__), "--only-folx", "--repeats", str(repeats),
+                    "--row-budget", str(row_budget_s), *(["--quick"] if quick else [])], env=env, check=True)
+
+
 def main() -> int:
     global row_budget_s
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -321,11 +348,15 @@ def main() -> int:
     ap.add_argument("--json", help="also write the table's rows here (scripts/gpu-report --measured reads them)")
     ap.add_argument("--skip-folx", action="store_true", help="leave out the folx Laplacian table")
     ap.add_argument("--skip-ansatz", action="store_true", help="leave out the ansatz step table (bench/ansatz.py)")
+    ap.add_argument("--only-folx", action="store_true", help="the folx Laplacian table alone")
     args = ap.parse_args()
     row_budget_s = args.row_budget
     sizes = [int(s) for s in args.sizes.split(",")]
     repeats = args.repeats or (5 if args.quick else 15)
 
+    if args.only_folx:
+        folx_table(args.quick, repeats)
+        return 0
     print(f"machine: {machine()}")
     print(f"jax {jax.__version__} on {jax.devices()[0].platform} ({jax.devices()[0].device_kind}); tinyla {tinyla.__version__} "
           f"(backend {tinyla.cpu_backend()}, {tinyla.get_num_threads()} threads); numpy {np.__version__}")
@@ -370,6 +401,7 @@ def main() -> int:
             json.dump({"device": f"{device.platform} ({device.device_kind})", "rows": rows}, f, indent=1)
     if not args.skip_folx:
         folx_table(args.quick, repeats)
+        folx_table_without_ynn_reductions(args.quick, repeats)
     if args.png:
         plot(rows, args.png)
         print(f"\nplot: {args.png}")
