@@ -2,12 +2,22 @@
 model on a 4x4 lattice with 4 + 4 electrons: one VMC energy-and-gradient step with
 jnp.linalg.slogdet and routed to tinyla by tinyla.jax.use_for_jnp(). NetKet calls
 jnp.linalg.slogdet in nk.jax.logdet_cmplx, so nothing else changes."""
+import os
 import time
 
-import jax
-import netket as nk
+# One thread for XLA's CPU pool and tinyla's alike. jnp.linalg.slogdet's batched LAPACK calls
+# (jaxlib 0.10) wait inside XLA's pool for work they queue on that same pool: on a 2-core
+# machine two of them at once (this step's) hung the process for good. With one thread they run
+# inline. Set before jax starts.
+os.environ.setdefault("PJRT_NPROC", "1")
 
-import tinyla.jax as tlj
+import jax  # noqa: E402
+import netket as nk  # noqa: E402
+
+import tinyla  # noqa: E402
+import tinyla.jax as tlj  # noqa: E402
+
+tinyla.set_num_threads(1)
 
 jax.config.update("jax_enable_x64", True)
 graph = nk.graph.Square(4)
