@@ -26,13 +26,15 @@ GPU where jax has one). Progress goes to stderr; the table to stdout; a PNG plot
 of the ratios to --png.
 
 Then the folx Laplacian of a Slater ansatz (below; at folx's default sparsity and FermiNet's;
-on the CPU once more with XLA's reductions taken back from YNNPACK, YNN_REDUCTIONS_OFF)
+on the CPU once more with XLA's reductions taken back from YNNPACK, YNN_REDUCTIONS_OFF, and once
+with that and tcmalloc preloaded, TCMALLOC)
 and, from bench/ansatz.py, a FermiNet-like ansatz step (local energies and the VMC gradient)
 with the determinant's share of it.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes.util
 import json
 import math
 import os
@@ -316,18 +318,33 @@ def folx_table(quick: bool, repeats: int) -> None:
 YNN_REDUCTIONS_OFF = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
 
 
-def folx_table_without_ynn_reductions(quick: bool, repeats: int) -> None:
-    """The folx table again, in a process whose XLA_FLAGS take reductions away from YNNPACK (the
-    flags are read when XLA starts). Only on the CPU, where XLA knows the flag."""
+# glibc's malloc serves every request of 32 MiB or more with a fresh mmap, returned when freed,
+# so a program whose XLA temporaries reach 32 MiB faults in and zeroes them on every call. In the
+# folx table that is the dense rows at n_el = 16, 32 for every contender, and, with the flag above,
+# n_el = 32 sparse for jnp (32.8 MiB) and tinyla (32.7) but not for the stand-in (30.8): there the
+# stand-in's lead was mostly page faults (docs/qmc_codes.md). An allocator that keeps freed memory (tcmalloc, Debian's
+# libtcmalloc-minimal4) removes that, so the table is timed with it too: what the kernels and
+# XLA's code cost, and what users who preload it get.
+TCMALLOC = ctypes.util.find_library("tcmalloc_minimal")
+
+
+def folx_table_again(quick: bool, repeats: int, what: str, xla_flags: str = "", preload: str = "") -> None:
+    """The folx table again, in a process with XLA_FLAGS added (XLA reads them when it starts) or a
+    library preloaded. Only on the CPU, and where the process starts (an XLA that does not know a
+    flag rejects it)."""
     if tlj._default_platform() != "cpu":
         return
-    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {YNN_REDUCTIONS_OFF}".strip())
+    env = dict(os.environ)
+    if xla_flags:
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {xla_flags}".strip()
+    if preload:
+        env["LD_PRELOAD"] = f"{preload} {env.get('LD_PRELOAD', '')}".strip()
     probe = subprocess.run([sys.executable, "-c", "import jax; jax.numpy.zeros(1).block_until_ready()"],
                            env=env, capture_output=True)
     if probe.returncode != 0:
-        print(f"\n(this XLA does not know {YNN_REDUCTIONS_OFF}: no YNNPACK reductions to take back)")
+        print(f"\n(the folx table {what}: this jax did not start so: {probe.stderr.decode().strip()[-300:]})")
         return
-    print(f"\nThe same with XLA_FLAGS={YNN_REDUCTIONS_OFF} (XLA's own loops for reductions, not YNNPACK's):")
+    print(f"\nThe same {what}:")
     sys.stdout.flush()
     subprocess.run([sys.executable, os.path.abspath(__file__), "--only-folx", "--repeats", str(repeats),
                     "--row-budget", str(row_budget_s), *(["--quick"] if quick else [])], env=env, check=True)
@@ -401,7 +418,14 @@ def main() -> int:
             json.dump({"device": f"{device.platform} ({device.device_kind})", "rows": rows}, f, indent=1)
     if not args.skip_folx:
         folx_table(args.quick, repeats)
-        folx_table_without_ynn_reductions(args.quick, repeats)
+        folx_table_again(args.quick, repeats, f"with XLA_FLAGS={YNN_REDUCTIONS_OFF} (XLA's own loops for "
+                         "reductions, not YNNPACK's)", xla_flags=YNN_REDUCTIONS_OFF)
+        if TCMALLOC:
+            folx_table_again(args.quick, repeats, f"with that flag and tcmalloc (LD_PRELOAD={TCMALLOC}: XLA's "
+                             "temporaries of 32 MiB and more not mapped afresh every call)",
+                             xla_flags=YNN_REDUCTIONS_OFF, preload=TCMALLOC)
+        else:
+            print("\n(tcmalloc is not installed: the folx table is not timed with it; scripts/deps installs it)")
     if args.png:
         plot(rows, args.png)
         print(f"\nplot: {args.png}")
