@@ -424,7 +424,7 @@ def main() -> int:
             folx_table_again(args.quick, repeats, f"with that flag and tcmalloc (LD_PRELOAD={TCMALLOC}: XLA's "
                              "temporaries of 32 MiB and more not mapped afresh every call)",
                              xla_flags=YNN_REDUCTIONS_OFF, preload=TCMALLOC)
-        else:
+        elif tlj._default_platform() == "cpu":
             print("\n(tcmalloc is not installed: the folx table is not timed with it; scripts/deps installs it)")
     if args.png:
         plot(rows, args.png)
