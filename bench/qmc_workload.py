@@ -322,9 +322,9 @@ YNN_REDUCTIONS_OFF = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
 # so a program whose XLA temporaries reach 32 MiB faults in and zeroes them on every call. In the
 # folx table that is the dense rows at n_el = 16, 32 for every contender, and, with the flag above,
 # n_el = 32 sparse for jnp (32.8 MiB) and tinyla (32.7) but not for the stand-in (30.8): there the
-# stand-in's lead was mostly page faults (docs/qmc_codes.md). An allocator that keeps freed memory (tcmalloc, Debian's
-# libtcmalloc-minimal4) removes that, so the table is timed with it too: what the kernels and
-# XLA's code cost, and what users who preload it get.
+# stand-in's lead was mostly page faults (docs/qmc_codes.md). An allocator that keeps freed
+# memory (tcmalloc, Debian's libtcmalloc-minimal4) removes that, so the table is timed with it
+# too: what the kernels and XLA's code cost, and what users who preload it get.
 TCMALLOC = ctypes.util.find_library("tcmalloc_minimal")
 
 
