@@ -313,6 +313,12 @@ template <class L> TINYLA_INLINE void getri_columns(const L* pivots, int w, int 
   for (int j = 0; j < n; ++j) col[j] = j;
   for (int k = n - 2; k >= 0; --k) std::swap(col[k], col[int(lane_get(pivots[k], w))]);
 }
+// Lane w's row permutation of the elimination (the same swaps from k = 0 up): getri_columns's
+// inverse, row[c] = the row of A^-T that column c of Y is, in one chain instead of two.
+template <class L> TINYLA_INLINE void elimination_rows(const L* pivots, int w, int n, int* row) {
+  for (int j = 0; j < n; ++j) row[j] = j;
+  for (int k = 0; k + 1 < n; ++k) std::swap(row[k], row[int(lane_get(pivots[k], w))]);
+}
 
 // Unpacks the lane group's Y into `count` n x n matrices of C-real elements
 // (lane w's the w-th) with getri's column swaps applied: column j of A^-1 is
@@ -371,11 +377,7 @@ __attribute__((noinline)) void unpack_inverse_transposed(const L* y, const L* pi
 template <int C, class E, class L, class R>
 void unpack_inverse_transposed_rows(const E* y, const L* pivots, int n, int count, R* dst, int* rows) {
   constexpr int W = lane_traits<L>::width;
-  int* const col = rows + W * n;
-  for (int w = 0; w < count; ++w) {
-    getri_columns(pivots, w, n, col);
-    for (int i = 0; i < n; ++i) rows[w * n + col[i]] = i;  // row_w, the inverse of col
-  }
+  for (int w = 0; w < count; ++w) elimination_rows(pivots, w, n, rows + w * n);
   R* lane_dst[W] = {};
   for (int c = 0; c < n; ++c) {
     for (int w = 0; w < count; ++w) lane_dst[w] = dst + (int64_t(w) * n + rows[w * n + c]) * n * C;
@@ -519,7 +521,7 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
   group_storage<L, inverse ? N : 0> pivots(inverse ? n : 0);  // invert's scratch
   group_storage<E, inverse ? N : 0> column(inverse ? n : 0);
   // unpack_inverse's column numbers; at run-time n unpack_inverse_transposed_rows's row numbers.
-  group_storage<int, inverse ? N : 0> columns(inverse ? (N < 0 ? (W + 1) * n : n) : 0);
+  group_storage<int, inverse ? N : 0> columns(inverse ? (N < 0 ? W * n : n) : 0);
   group_storage<L, Adjugate ? N : 0> zero_pivot(Adjugate ? n : 0);  // adjugate's
   // A solve's right-hand sides; on the heap for a solve only (every op's call allocated and
   // freed it: 25-35 ns a call, a range of 8 float64 2 x 2 inverses 57 ns instead of 20-30).
