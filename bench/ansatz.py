@@ -284,7 +284,7 @@ def main() -> int:
                   f" | {standin_time * 1e3:.1f} ({standin}) | **{best['jnp'] / best['tinyla']:.2f}x** | "
                   f"{best['jnp'] / best['sum']:.2f}x | {standin_time / best['tinyla']:.2f} | "
                   f"{paired_cell(over_jnp)} | {paired_cell(over_standin)} | "
-                  f"{1 - standin_time / best['jnp']:.0%} | {1 - standin_time / best['tinyla']:.0%} | {diff:.1e} |" +
+                  f"{share(standin_time, best['jnp']):.0%} | {share(standin_time, best['tinyla']):.0%} | {diff:.1e} |" +
                   (f" {best['every_entry'] * 1e3:.1f} | {best['every_entry'] / best['tinyla']:.2f} |" if extra else ""))
     print(f"\nWithin 5 % of the stand-in (per round, the interval at or above 0.95): {verdicts.count('met')} of "
           f"{len(verdicts)} rows; below (the interval under 0.95): {verdicts.count('missed')}; not resolved by "
@@ -299,6 +299,12 @@ def main() -> int:
         plot(rows, args.png)
         print(f"\nplot: {args.png}")
     return 0
+
+
+def share(standin_time: float, time: float) -> float:
+    """The determinant's share of a step, 1 - stand-in / step (rounded to a percent, so that a
+    share just below zero prints as 0 %, not -0 %)."""
+    return round(1 - standin_time / time, 2) + 0.0
 
 
 def plot(rows, path: str) -> None:
