@@ -436,6 +436,17 @@ template <int I0, int I1, int I2, int I3, class R, int V> TINYLA_INLINE simd<R, 
   return within_matrices<I0, I1, I2, I3>(x, std::make_index_sequence<V>{});
 }
 
+// The same from two vectors: lane 4q + i of the result is lane 4q + I_i of x where I_i < 4,
+// lane 4q + I_i - 4 of y where I_i >= 4 (a blend where each I_i is i or i + 4).
+template <int I0, int I1, int I2, int I3, class R, int V>
+TINYLA_INLINE simd<R, V> within_matrices(simd<R, V> x, simd<R, V> y) {
+  constexpr int roles[4] = {I0, I1, I2, I3};
+  return {[&]<std::size_t... K>(std::index_sequence<K...>) {
+    return __builtin_shufflevector(
+        x.v, y.v, int(K & ~std::size_t(3)) + (roles[K & 3] < 4 ? roles[K & 3] : V + roles[K & 3] - 4)...);
+  }(std::make_index_sequence<V>{})};
+}
+
 // Whether run_range inverts real 2 x 2 lane groups with invert_2x2_as_stored first: where a
 // vector holds two matrices or more. `inv_transposed`, 1 thread, 8 MiB, ns a matrix, a Zen 5
 // guest, best of three processes each, lanes -> as stored: AVX-512 float64 1.54-1.67 ->
@@ -461,21 +472,36 @@ template <class R, int V, bool Transposed> TINYLA_INLINE bool invert_2x2_as_stor
   // safe range's bound, the least of them and of |det| at least its reciprocal. The least by
   // min instructions (lesser): as a compare and a select each, the test made AVX-512's float64
   // inverse 1.2x slower (0.92-0.94 against 0.77-0.79 ns a matrix, 1 thread, 8 MiB, a Zen 5).
-  L y[4], sum, least;
+  // One division for the four vectors: each matrix's det lies in its lanes 0 (ad - bc) and 3
+  // (da - cb: the same bits, as fmadd rounds the exact product once), so blends gather the four
+  // vectors' determinants into one vector, lanes 0, 3, 1, 2 of each matrix, and broadcasts
+  // within each matrix spread the reciprocals back -- as many broadcasts as one det a vector
+  // takes. A division a vector, of V/4 distinct values each, bound this loop on an Intel
+  // Xeon, whose 512-bit float64 division issues once in 16 cycles (gathered there by
+  // cross-lane permutes: 2.65 -> 1.63 ns a matrix, 1 thread, in L2). These blends on a Zen 4,
+  // AVX-512: float64 1.05-1.07x, float32 1.02x; the same time where memory binds (8 MiB).
+  L signed_adj[4], det[4], sum, least;
   for (int k = 0; k < 4; ++k) {
     const L m = L::load(a + k * V);  // a b c d
     const L dcba = within_matrices<3, 2, 1, 0>(m), badc = within_matrices<1, 0, 3, 2>(m);
-    const L det = within_matrices<0, 0, 0, 0>(diff_of_products(m, dcba, badc, within_matrices<2, 3, 0, 1>(m)));
-    const L magnitude = absval(m), det_magnitude = absval(det);
+    det[k] = diff_of_products(m, dcba, badc, within_matrices<2, 3, 0, 1>(m));
+    const L magnitude = absval(m);
     if (k == 0) sum = magnitude, least = magnitude;
     else sum = sum + magnitude, least = lesser(magnitude, least);
-    least = lesser(det_magnitude, least);
-    // A^-T = [d -c; -b a] / det, A^-1 = [d -b; -c a] / det; 1 / det is invert_2x2's
-    // reciprocal_or_zero(det) wherever the result is kept (det != 0)
-    y[k] = (Transposed ? dcba : within_matrices<3, 1, 2, 0>(m)) * sign * (L(1) / det);
+    // A^-T = [d -c; -b a] / det, A^-1 = [d -b; -c a] / det
+    signed_adj[k] = (Transposed ? dcba : within_matrices<3, 1, 2, 0>(m)) * sign;
   }
+  const L dets = within_matrices<0, 4, 7, 3>(within_matrices<0, 1, 2, 7>(det[0], det[1]),
+                                             within_matrices<0, 1, 2, 7>(det[2], det[3]));
+  least = lesser(absval(dets), least);
+  // 1 / det is invert_2x2's reciprocal_or_zero(det) wherever the result is kept (det != 0)
+  const L reciprocals = L(1) / dets;
+  signed_adj[0] = signed_adj[0] * within_matrices<0, 0, 0, 0>(reciprocals);
+  signed_adj[1] = signed_adj[1] * within_matrices<3, 3, 3, 3>(reciprocals);
+  signed_adj[2] = signed_adj[2] * within_matrices<1, 1, 1, 1>(reciprocals);
+  signed_adj[3] = signed_adj[3] * within_matrices<2, 2, 2, 2>(reciprocals);
   if (any_of(!((sum <= L(unscaled_bound<R>)) & (least >= L(R(1) / unscaled_bound<R>))))) return false;
-  for (int k = 0; k < 4; ++k) y[k].store(x + k * V);
+  for (int k = 0; k < 4; ++k) signed_adj[k].store(x + k * V);
   return true;
 }
 
