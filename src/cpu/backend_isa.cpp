@@ -480,28 +480,31 @@ template <class R, int V, bool Transposed> TINYLA_INLINE bool invert_2x2_as_stor
   // Xeon, whose 512-bit float64 division issues once in 16 cycles (gathered there by
   // cross-lane permutes: 2.65 -> 1.63 ns a matrix, 1 thread, in L2). These blends on a Zen 4,
   // AVX-512: float64 1.05-1.07x, float32 1.02x; the same time where memory binds (8 MiB).
-  L signed_adj[4], det[4], sum, least;
+  // (Taking -1/det in lanes 1 and 2 by two-source permutes in place of the products by sign
+  // made A^-T 7 % slower there.)
+  L adj[4], det[4], sum, least;
   for (int k = 0; k < 4; ++k) {
     const L m = L::load(a + k * V);  // a b c d
-    const L dcba = within_matrices<3, 2, 1, 0>(m), badc = within_matrices<1, 0, 3, 2>(m);
-    det[k] = diff_of_products(m, dcba, badc, within_matrices<2, 3, 0, 1>(m));
+    // A^-T = [d -c; -b a] / det, A^-1 = [d -b; -c a] / det: unsigned, d in lane 0 and a in
+    // lane 3, where ad - bc (da - cb) takes it as the first product's second factor
+    adj[k] = Transposed ? within_matrices<3, 2, 1, 0>(m) : within_matrices<3, 1, 2, 0>(m);
+    det[k] = diff_of_products(m, adj[k], within_matrices<1, 0, 3, 2>(m), within_matrices<2, 3, 0, 1>(m));
     const L magnitude = absval(m);
     if (k == 0) sum = magnitude, least = magnitude;
     else sum = sum + magnitude, least = lesser(magnitude, least);
-    // A^-T = [d -c; -b a] / det, A^-1 = [d -b; -c a] / det
-    signed_adj[k] = (Transposed ? dcba : within_matrices<3, 1, 2, 0>(m)) * sign;
+    adj[k] = adj[k] * sign;
   }
   const L dets = within_matrices<0, 4, 7, 3>(within_matrices<0, 1, 2, 7>(det[0], det[1]),
                                              within_matrices<0, 1, 2, 7>(det[2], det[3]));
   least = lesser(absval(dets), least);
   // 1 / det is invert_2x2's reciprocal_or_zero(det) wherever the result is kept (det != 0)
   const L reciprocals = L(1) / dets;
-  signed_adj[0] = signed_adj[0] * within_matrices<0, 0, 0, 0>(reciprocals);
-  signed_adj[1] = signed_adj[1] * within_matrices<3, 3, 3, 3>(reciprocals);
-  signed_adj[2] = signed_adj[2] * within_matrices<1, 1, 1, 1>(reciprocals);
-  signed_adj[3] = signed_adj[3] * within_matrices<2, 2, 2, 2>(reciprocals);
+  adj[0] = adj[0] * within_matrices<0, 0, 0, 0>(reciprocals);
+  adj[1] = adj[1] * within_matrices<3, 3, 3, 3>(reciprocals);
+  adj[2] = adj[2] * within_matrices<1, 1, 1, 1>(reciprocals);
+  adj[3] = adj[3] * within_matrices<2, 2, 2, 2>(reciprocals);
   if (any_of(!((sum <= L(unscaled_bound<R>)) & (least >= L(R(1) / unscaled_bound<R>))))) return false;
-  for (int k = 0; k < 4; ++k) signed_adj[k].store(x + k * V);
+  for (int k = 0; k < 4; ++k) adj[k].store(x + k * V);
   return true;
 }
 
