@@ -479,7 +479,7 @@ template <class R, int V, bool Transposed> TINYLA_INLINE bool invert_2x2_as_stor
   // takes. A division a vector, of V/4 distinct values each, bound this loop on an Intel
   // Xeon, whose 512-bit float64 division issues once in 16 cycles (gathered there by
   // cross-lane permutes: 2.65 -> 1.63 ns a matrix, 1 thread, in L2). These blends on a Zen 4,
-  // AVX-512: float64 1.05-1.07x, float32 1.02x; the same time where memory binds (8 MiB).
+  // AVX-512: float64 1.04-1.08x, float32 1.02x; the same time where memory binds (8 MiB).
   // (Taking -1/det in lanes 1 and 2 by two-source permutes in place of the products by sign
   // made A^-T 7 % slower there.)
   L adj[4], det[4], sum, least;

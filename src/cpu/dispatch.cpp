@@ -248,7 +248,8 @@ const backend_table& current_backend() {
 // per backend, interleaved; cells slower in every such run, most by 1.1x or more:
 // docs/benchmarks.md, "AVX-512 on a CPU that splits it"): bit n of each op's mask, by dtype.
 // float64's inverse at n = 2 left it when AVX-512 inverted 2 x 2 matrices as they lie in
-// memory with one division a lane group: 1.2-1.5x faster than AVX2's lanes there.
+// memory with one division a lane group: 1.15-1.33x faster than AVX2's lanes there (1 and 2
+// threads, 8 MiB).
 bool avx2_is_faster_when_split(dtype t, op kind, std::int64_t n) {
   struct masks {
     unsigned determinant, inverse, determinant_and_inverse, solve, adjugate, log_det_laplacian;
