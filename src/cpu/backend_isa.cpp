@@ -425,19 +425,9 @@ template <class R, family F> double call_bytes(const job& jb, int64_t ka, int64_
 
 // ---- n = 2 inverses as the matrices lie in memory ------------------------------
 
-// The entries of each 2 x 2 matrix of a vector (row-major, four lanes a matrix) permuted
-// within the matrix: lane 4q + i of the result is lane 4q + I_i of x.
-template <int I0, int I1, int I2, int I3, class R, int V, std::size_t... K>
-TINYLA_INLINE simd<R, V> within_matrices(simd<R, V> x, std::index_sequence<K...>) {
-  constexpr int roles[4] = {I0, I1, I2, I3};
-  return {__builtin_shufflevector(x.v, x.v, int(K & ~std::size_t(3)) + roles[K & 3]...)};
-}
-template <int I0, int I1, int I2, int I3, class R, int V> TINYLA_INLINE simd<R, V> within_matrices(simd<R, V> x) {
-  return within_matrices<I0, I1, I2, I3>(x, std::make_index_sequence<V>{});
-}
-
-// The same from two vectors: lane 4q + i of the result is lane 4q + I_i of x where I_i < 4,
-// lane 4q + I_i - 4 of y where I_i >= 4 (a blend where each I_i is i or i + 4).
+// The entries of each 2 x 2 matrix of two vectors (row-major, four lanes a matrix) taken within
+// the matrix: lane 4q + i of the result is lane 4q + I_i of x where I_i < 4, lane 4q + I_i - 4
+// of y where I_i >= 4 (a blend where each I_i is i or i + 4).
 template <int I0, int I1, int I2, int I3, class R, int V>
 TINYLA_INLINE simd<R, V> within_matrices(simd<R, V> x, simd<R, V> y) {
   constexpr int roles[4] = {I0, I1, I2, I3};
@@ -445,6 +435,10 @@ TINYLA_INLINE simd<R, V> within_matrices(simd<R, V> x, simd<R, V> y) {
     return __builtin_shufflevector(
         x.v, y.v, int(K & ~std::size_t(3)) + (roles[K & 3] < 4 ? roles[K & 3] : V + roles[K & 3] - 4)...);
   }(std::make_index_sequence<V>{})};
+}
+// Those of one vector permuted within each matrix.
+template <int I0, int I1, int I2, int I3, class R, int V> TINYLA_INLINE simd<R, V> within_matrices(simd<R, V> x) {
+  return within_matrices<I0, I1, I2, I3>(x, x);
 }
 
 // Whether run_range inverts real 2 x 2 lane groups with invert_2x2_as_stored first: where a
