@@ -245,11 +245,11 @@ template <class T, int W> TINYLA_INLINE simd<T, W> lesser(simd<T, W> a, simd<T, 
 }
 // Lane w of dst = lane w of v, the other lanes untouched. AVX-512: one masked store of the
 // 256-bit half that holds lane w (with a 512-bit masked store, float64 slogdet at n = 16 and
-// 32 took 3-6 % longer on a Zen 5, whose 512-bit stores issue at half the rate); else a load,
-// a select and a store (lane_traits::masked_stores says which).
+// 32 took 3-6 % longer on a Zen 5, whose 512-bit stores issue at half the rate); else one
+// store of the element (AVX2 has masked stores too, but AMD's run them slowly).
 template <class T, int W> TINYLA_INLINE void assign_lane(int w, simd<T, W>& dst, simd<T, W> v) {
   if constexpr (!is_bit_mask<simd_mask<T, W>>) {
-    dst = select(lane_traits<simd<T, W>>::only_lane(w), v, dst);
+    dst.v[w] = v.v[w];
   } else {
 #if defined(__AVX512F__)
     // The halves by shuffles: _mm512_extractf64x4_pd made GCC 12 warn of its own undefined
@@ -347,7 +347,6 @@ template <class T, int W> struct lane_traits<simd<T, W>> {
   using real_type = T;
   using mask_type = simd_mask<T, W>;
   static constexpr int width = W;
-  static constexpr bool masked_stores = is_bit_mask<mask_type>;
   static TINYLA_INLINE T value(simd<T, W> x, int w) { return x[w]; }
   static TINYLA_INLINE mask_type only_lane(int w) {
     if constexpr (is_bit_mask<mask_type>) {
@@ -433,7 +432,6 @@ template <class T, int W> struct lane_traits<simd_pair<T, W>> {
   using real_type = T;
   using mask_type = simd_pair_mask<T, W>;
   static constexpr int width = 2 * W;
-  static constexpr bool masked_stores = lane_traits<simd<T, W>>::masked_stores;
   static TINYLA_INLINE T value(simd_pair<T, W> x, int w) { return x[w]; }
   static TINYLA_INLINE mask_type only_lane(int w) {
     return {lane_traits<simd<T, W>>::only_lane(w), lane_traits<simd<T, W>>::only_lane(w - W)};

@@ -10,9 +10,8 @@
 //   frexp2(x, e)     x = m * 2^e, |m| in [0.5, 1) (exact; x unchanged if 0/inf/nan)
 //   ldexp2(x, e)     x * 2^e with one rounding (e is an integral value held in L)
 //   assign_lane(w, dst, v)  lane w of dst = lane w of v, the others untouched
-// and lane_traits<L>: real_type, mask_type, width, value(x, w) (lane w of x),
-// only_lane(w) (the mask of lane w alone) and masked_stores (whether
-// assign_lane is one store, or a load and a select more).
+// and lane_traits<L>: real_type, mask_type, width, value(x, w) (lane w of x) and
+// only_lane(w) (the mask of lane w alone).
 // Every algorithm in src/kernels is written once against these.
 #pragma once
 
@@ -87,7 +86,6 @@ template <scalar_real T> struct lane_traits<T> {
   using real_type = T;
   using mask_type = bool;
   static constexpr int width = 1;
-  static constexpr bool masked_stores = true;
   static TINYLA_HD T value(T x, int) { return x; }
   static TINYLA_HD bool only_lane(int) { return true; }
 };

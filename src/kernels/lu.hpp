@@ -213,51 +213,26 @@ template <class E, class L> TINYLA_HD void swap_rows_per_lane(L piv, int k, E* x
   using traits = lane_traits<L>;
   constexpr int W = traits::width;
   E* const row_k = x + k * len;
-  if constexpr (traits::masked_stores) {
-    // Each lane writes its own lane of its pivot row (assign_lane), and the pivot rows are
-    // addressed from row k's entry by offsets: as W pointers of their own GCC kept them on
-    // the stack and stepped them there every column. Against whole rows by selects
-    // (AVX-512, a Zen 5, 1 thread, 256 KiB, n = 9..32): float64 slogdet and solve
-    // 1.09-1.14x as fast, its inverses 1.03-1.05x, complex128 1.03-1.13x, complex64
-    // 1.03-1.6x, float32 0.93-1.04x (its inverses at n <= 16 the slower).
-    long long offset[W];  // row p_w - row k, in elements
+  // Each lane writes only its own lane of its pivot row (assign_lane), and the pivot rows are
+  // addressed from row k's entry by offsets: as W pointers of their own GCC kept them on the
+  // stack and stepped them there every column. Against whole rows by selects, each pivot row
+  // loaded, merged and stored whole: AVX-512 (a masked store, a Zen 5, 1 thread, 256 KiB,
+  // n = 9..32) float64 slogdet and solve 1.09-1.14x as fast, its inverses 1.03-1.05x,
+  // complex128 1.03-1.13x, complex64 1.03-1.6x, float32 0.93-1.04x (its inverses at n <= 16
+  // the slower); AVX2 (a store of the element, a Zen 4) 0.99-1.26x, most in slogdet and solve.
+  long long offset[W];  // row p_w - row k, in elements
+  TINYLA_UNROLL
+  for (int w = 0; w < W; ++w) offset[w] = (long long)(int(traits::value(piv, w)) - k) * len;
+  TINYLA_UNROLL_INNER
+  for (int j = 0; j < len; ++j) {
+    E* const at = row_k + j;
+    const E old = *at;
+    E fresh = old;
     TINYLA_UNROLL
-    for (int w = 0; w < W; ++w) offset[w] = (long long)(int(traits::value(piv, w)) - k) * len;
-    TINYLA_UNROLL_INNER
-    for (int j = 0; j < len; ++j) {
-      E* const at = row_k + j;
-      const E old = *at;
-      E fresh = old;
-      TINYLA_UNROLL
-      for (int w = 0; w < W; ++w) fresh = select(traits::only_lane(w), at[offset[w]], fresh);
-      TINYLA_UNROLL
-      for (int w = 0; w < W; ++w) assign_lane(w, at[offset[w]], old);
-      *at = fresh;
-    }
-  } else {
-    // Whole rows, and lanes that share a pivot row (same[w]: the lanes whose pivot row is
-    // lane w's) write it alike.
-    E* row_p[W];
-    mask_of<L> same[W];
+    for (int w = 0; w < W; ++w) fresh = select(traits::only_lane(w), at[offset[w]], fresh);
     TINYLA_UNROLL
-    for (int w = 0; w < W; ++w) {
-      const int p = int(traits::value(piv, w));
-      row_p[w] = x + p * len;
-      same[w] = piv == L(p);
-    }
-    TINYLA_UNROLL_INNER
-    for (int j = 0; j < len; ++j) {
-      const E old = row_k[j];
-      E theirs[W];
-      TINYLA_UNROLL
-      for (int w = 0; w < W; ++w) theirs[w] = row_p[w][j];
-      E fresh = old;
-      TINYLA_UNROLL
-      for (int w = 0; w < W; ++w) fresh = select(traits::only_lane(w), theirs[w], fresh);
-      TINYLA_UNROLL
-      for (int w = 0; w < W; ++w) row_p[w][j] = select(same[w], old, theirs[w]);
-      row_k[j] = fresh;
-    }
+    for (int w = 0; w < W; ++w) assign_lane(w, at[offset[w]], old);
+    *at = fresh;
   }
 }
 
