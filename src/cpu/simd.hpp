@@ -246,7 +246,7 @@ template <class T, int W> TINYLA_INLINE simd<T, W> lesser(simd<T, W> a, simd<T, 
 // Lane w of dst = lane w of v, the other lanes untouched. AVX-512: one masked store of the
 // 256-bit half that holds lane w (with a 512-bit masked store, float64 slogdet at n = 16 and
 // 32 took 3-6 % longer on a Zen 5, whose 512-bit stores issue at half the rate); else one
-// store of the element (AVX2 has masked stores too, but AMD's run them slowly).
+// store of the element (AVX2's masked store, vmaskmovpd, was not tried).
 template <class T, int W> TINYLA_INLINE void assign_lane(int w, simd<T, W>& dst, simd<T, W> v) {
   if constexpr (!is_bit_mask<simd_mask<T, W>>) {
     dst.v[w] = v.v[w];
