@@ -243,33 +243,11 @@ template <class T, int W> TINYLA_INLINE simd<T, W> lesser(simd<T, W> a, simd<T, 
 #endif
   return {a.v < b.v ? a.v : b.v};
 }
-// Lane w of dst = lane w of v, the other lanes untouched. AVX-512: one masked store of the
-// 256-bit half that holds lane w (with a 512-bit masked store, float64 slogdet at n = 16 and
-// 32 took 3-6 % longer on a Zen 5, whose 512-bit stores issue at half the rate); else one
-// store of the element (AVX2's masked store, vmaskmovpd, was not tried).
-template <class T, int W> TINYLA_INLINE void assign_lane(int w, simd<T, W>& dst, simd<T, W> v) {
-  if constexpr (!is_bit_mask<simd_mask<T, W>>) {
-    dst.v[w] = v.v[w];
-  } else {
-#if defined(__AVX512F__)
-    // The halves by shuffles: _mm512_extractf64x4_pd made GCC 12 warn of its own undefined
-    // operand, and a memcpy put the vector on the stack.
-    constexpr int H = W / 2;
-    const int upper = w < H ? 0 : 1;
-    typedef T half __attribute__((vector_size(32)));
-    half part;
-    if constexpr (sizeof(T) == 8)
-      part = upper ? __builtin_shufflevector(v.v, v.v, 4, 5, 6, 7) : __builtin_shufflevector(v.v, v.v, 0, 1, 2, 3);
-    else
-      part = upper ? __builtin_shufflevector(v.v, v.v, 8, 9, 10, 11, 12, 13, 14, 15)
-                   : __builtin_shufflevector(v.v, v.v, 0, 1, 2, 3, 4, 5, 6, 7);
-    T* p = reinterpret_cast<T*>(&dst) + H * upper;
-    const __mmask8 lane = __mmask8(1u << (w - H * upper));
-    if constexpr (sizeof(T) == 8) _mm256_mask_storeu_pd(p, lane, (__m256d)part);
-    else _mm256_mask_storeu_ps(p, lane, (__m256)part);
-#endif
-  }
-}
+// Lane w of dst = lane w of v, the other lanes untouched: one store of the element, on every
+// ISA. Against AVX-512's masked store of the 256-bit half that holds lane w it made the
+// run-time-n kernels 1.00-1.26x as fast on an Intel Xeon and 1.01-1.19x on a Zen 4 (n = 9..32,
+// 1 thread, float32 the most; docs/benchmarks.md, "Row swaps by element stores on AVX-512").
+template <class T, int W> TINYLA_INLINE void assign_lane(int w, simd<T, W>& dst, simd<T, W> v) { dst.v[w] = v.v[w]; }
 template <class T, int W> TINYLA_INLINE bool any_of(simd_mask<T, W> m) {
   if constexpr (is_bit_mask<simd_mask<T, W>>) return m.k != 0;
   else return native_ops::any(m.v);

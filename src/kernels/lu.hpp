@@ -213,13 +213,13 @@ template <class E, class L> TINYLA_HD void swap_rows_per_lane(L piv, int k, E* x
   using traits = lane_traits<L>;
   constexpr int W = traits::width;
   E* const row_k = x + k * len;
-  // Each lane writes only its own lane of its pivot row (assign_lane), and the pivot rows are
-  // addressed from row k's entry by offsets: as W pointers of their own GCC kept them on the
-  // stack and stepped them there every column. Against whole rows by selects, each pivot row
-  // loaded, merged and stored whole: AVX-512 (a masked store, a Zen 5, 1 thread, 256 KiB,
-  // n = 9..32) float64 slogdet and solve 1.09-1.14x as fast, its inverses 1.03-1.05x,
-  // complex128 1.03-1.13x, complex64 1.03-1.6x, float32 0.93-1.04x (its inverses at n <= 16
-  // the slower); AVX2 (a store of the element, a Zen 4) 0.99-1.26x, most in slogdet and solve.
+  // Each lane writes only its own lane of its pivot row (assign_lane: a store of the element),
+  // and the pivot rows are addressed from row k's entry by offsets: as W pointers of their own
+  // GCC kept them on the stack and stepped them there every column. Against whole rows by
+  // selects, each pivot row loaded, merged and stored whole: AVX-512 (then a masked store, a
+  // Zen 5, 1 thread, 256 KiB, n = 9..32) float64 slogdet and solve 1.09-1.14x as fast, its
+  // inverses 1.03-1.05x, complex128 1.03-1.13x, complex64 1.03-1.6x, float32 0.93-1.04x; AVX2
+  // (a Zen 4) 0.99-1.26x, most in slogdet and solve.
   long long offset[W];  // row p_w - row k, in elements
   TINYLA_UNROLL
   for (int w = 0; w < W; ++w) offset[w] = (long long)(int(traits::value(piv, w)) - k) * len;
