@@ -49,6 +49,10 @@ struct job {
   const void* tangents = nullptr;
   void* grad = nullptr;
   void* laplacian = nullptr;
+  // CPU lane groups: the next group's cache lines are asked for before each group where each
+  // of a group's operands takes at most this many bytes (set per CPU by the dispatcher:
+  // prefetch_group_bytes).
+  std::int64_t prefetch_group_bytes = INT64_MAX;
 };
 
 // count = batch * rows * cols elements, false if it (or its size in bytes)

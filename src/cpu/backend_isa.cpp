@@ -550,10 +550,13 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
   // freed it: 25-35 ns a call, a range of 8 float64 2 x 2 inverses 57 ns instead of 20-30).
   group_storage<E, F == family::solve ? -1 : 0> rhs(F == family::solve ? int64_t(n) * jb.nrhs : 0);
 
-  // The next group's operands are asked for before each group; the one after it too where the
-  // call's arrays outgrow the caches (streaming_bytes).
+  // The next group's operands are asked for before each group (where the CPU's prefetcher
+  // wants help with groups of this size: jb.prefetch_group_bytes); the one after it too where
+  // the call's arrays outgrow the caches (streaming_bytes).
   const bool streaming = call_bytes<R, F>(jb, ka, kb) > streaming_bytes;
-  const int64_t ahead = int64_t(W) * (streaming ? 2 : 1);
+  const int64_t widest_operand = F == family::solve ? std::max(ka, kb) : ka;  // per matrix, reals
+  const bool prefetch = int64_t(W) * widest_operand * int64_t(sizeof(R)) <= jb.prefetch_group_bytes;
+  const int64_t ahead = prefetch ? int64_t(W) * (streaming ? 2 : 1) : 0;
   for (int64_t b = begin; b < end; b += W) {
     const int count = int(std::min<int64_t>(W, end - b));
     for (int64_t next = b + W; next < end && next <= b + ahead; next += W) {

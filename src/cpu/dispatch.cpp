@@ -104,6 +104,20 @@ const backend_table* find_backend(const char* name) {
   return nullptr;
 }
 
+// Whether CPUID's vendor string (leaf 0: EBX, EDX, ECX) is vendor; false off x86-64.
+bool cpu_vendor_is(const char* vendor) {
+#if defined(__x86_64__)
+  unsigned eax = 0, regs[3] = {};
+  if (!__get_cpuid(0, &eax, &regs[0], &regs[2], &regs[1])) return false;
+  char name[13] = {};
+  std::memcpy(name, regs, 12);
+  return std::strcmp(name, vendor) == 0;
+#else
+  (void)vendor;
+  return false;
+#endif
+}
+
 // Zen 4 (AMD family 19h with AVX-512) executes each 512-bit operation as two 256-bit
 // halves (AMD's Software Optimization Guide for family 19h, "AVX-512"): the unrolled kernels
 // (n <= TINYLA_MAX_FIXED_N) still gain from half the instructions, but the run-time-size
@@ -114,9 +128,7 @@ const backend_table* find_backend(const char* name) {
 bool splits_512_bit_operations() {
 #if defined(__x86_64__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
-  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
-  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  if (!cpu_vendor_is("AuthenticAMD") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
   unsigned family = (eax >> 8) & 0xf;
   if (family == 0xf) family += (eax >> 20) & 0xff;
   return family == 0x19;  // Zen 3 is 19h too, but has no AVX-512 to split
@@ -124,6 +136,15 @@ bool splits_512_bit_operations() {
   return false;
 #endif
 }
+
+// The largest lane group (bytes of one operand) whose successor the lane loop prefetches
+// (backend_isa.cpp, prefetch_matrices). On the AMD guests the prefetch paid at every size, most
+// from DRAM. On an Intel Xeon guest (AVX-512, 1 and 2 threads, 2 and 32 MiB of input) groups
+// of 8 KiB or less still want it (without: the inverses and solves from DRAM at n = 4..7 lost up
+// to 20 %), while above that, 129 prefetches and more in one burst, the L2 streamer alone kept
+// up and the calls ran 1.0-1.25x faster without them (docs/benchmarks.md, "Software prefetch
+// on Intel").
+std::int64_t prefetch_group_bytes() { return cpu_vendor_is("GenuineIntel") ? 8192 : INT64_MAX; }
 
 // The backend for this CPU (best first) and, in *loop, the one for n beyond the unrolled sizes.
 const backend_table* initial_backend(const backend_table** loop) {
@@ -318,8 +339,11 @@ void set_num_threads(int n) {
 
 int num_threads() { return get_pool()->threads(); }
 
-bool execute(dtype t, const job& jb) {
-  if (jb.batch == 0) return true;
+bool execute(dtype t, const job& call) {
+  if (call.batch == 0) return true;
+  static const std::int64_t prefetch_bytes = prefetch_group_bytes();
+  job jb = call;
+  jb.prefetch_group_bytes = prefetch_bytes;
   const backend_table& backend = backend_for(t, jb.kind, jb.n);
   const bool fast = jb.n <= max_fast_n || jb.kind == op::log_det_laplacian;  // no factorization: any n
   auto run = [&](std::int64_t begin, std::int64_t end) {
