@@ -298,10 +298,10 @@ template <class E> struct group_storage<E, -1> {
 // getri's last step on invert's Y (see invert in src/kernels/lu.hpp): columns
 // k and pivots[k] swapped, k = n-2 down to 0, each lane its own. For compile-time
 // n < 8 by selects over every candidate column, the lane group in registers
-// (swap_columns_in_lanes on Y's n rows; at N = 8 too for A^-1 in groups of 8 matrices or
-// more, unpack_inverse_swapped); otherwise at N = 8 and run-time n as the lane group is
-// unpacked (unpack_inverse; for real A^-T at N = 8 unpack_inverse_transposed, by the
-// selects on one row of column indices, and at run-time n unpack_inverse_transposed_rows):
+// (swap_columns_in_lanes on Y's n rows); otherwise at N = 8 and run-time n as the lane group
+// is unpacked (unpack_inverse; for real A^-T at N = 8 unpack_inverse_transposed, by the
+// selects on one row of column indices, at run-time n unpack_inverse_transposed_rows, and for
+// A^-1 at N = 8 where a row fits a vector unpack_inverse_permuted, by a shuffle per row):
 // there the selects on Y cost 10-20 % of the inverse.
 template <class E, class L> TINYLA_INLINE void swap_columns_in_lanes(E* a, const L* pivots, int n, int rows) {
   for (int k = n - 2; k >= 0; --k)
@@ -385,18 +385,52 @@ void unpack_inverse_transposed_rows(const E* y, const L* pivots, int n, int coun
   }
 }
 
-// unpack_inverse's A^-1 (not transposed) for compile-time N = 8 and lane groups of 8 matrices or
-// more: getri's swaps as selects on Y in the lanes (swap_columns_in_lanes, as n < 8 does), then
-// the rows out by unpack_group's whole-vector transposes. The selects cost a lane group what
-// the element-wise unpack costs each matrix: against it (a Zen 5, 1 thread, 256 KiB, both
-// builds in one process, per round) inv 1.27x as fast for AVX-512 float64, 1.36x float32,
-// 1.20x complex64, 1.32x AVX2 float32, 0.97-1.07x AVX2 complex64 and AVX-512 complex128 (8 a
-// group); with 4 a group 0.85-1.02x (AVX2 float64 and complex128), so those keep the
-// element-wise unpack. Not inlined, as unpack_inverse_transposed.
-template <int N, class R, int V, class E, class L>
-__attribute__((noinline)) void unpack_inverse_swapped(E* y, const L* pivots, int count, R* dst) {
-  swap_columns_in_lanes(y, pivots, N, N);
-  unpack_group<R, V, 1>(y, int64_t(N) * N * (sizeof(E) / sizeof(L)), count, dst);
+// Permuted K reals of `from` to `to` (to[k] = from[index[k]]), in registers: one run-time
+// shuffle of a vector of K reals (AVX-512's vpermpd / vpermps, AVX2's vpermps). Clang, which
+// has no shuffle by a run-time index vector (and builds the sanitized tests), goes element by
+// element.
+template <class R, int K> TINYLA_INLINE void permute_row(const R* from, const int* index, R* to) {
+  static_assert(K * sizeof(R) <= 64, "a row of one vector");
+#if defined(__clang__)
+  R v[K];
+  for (int k = 0; k < K; ++k) v[k] = from[index[k]];
+  std::memcpy(to, v, sizeof v);
+#else
+  using I = std::conditional_t<sizeof(R) == 8, std::int64_t, std::int32_t>;
+  typedef R vec __attribute__((vector_size(K * sizeof(R))));
+  typedef I mask __attribute__((vector_size(K * sizeof(R))));
+  vec v;
+  mask m;
+  for (int k = 0; k < K; ++k) m[k] = index[k];
+  std::memcpy(&v, from, sizeof v);
+  v = __builtin_shuffle(v, m);
+  std::memcpy(to, &v, sizeof v);
+#endif
+}
+
+// unpack_inverse's A^-1 (not transposed) for compile-time N whose rows fit a vector (N * C <=
+// V): Y's rows leave the lanes by unpack's whole-vector transposes into a scratch, then each
+// matrix's rows go out in order, each in its getri column order (getri_columns) by one register
+// shuffle (permute_row). It replaced getri's swaps as selects on Y in the lanes
+// (swap_columns_in_lanes, as n < 8 does; a Zen 5 had measured them 1.2-1.36x as fast as the
+// element-wise unpack): on an Intel Xeon guest, n = 8, 1 thread, against those selects, 2 / 32
+// MiB of input: AVX-512 float64 1.5 / 2.1x, float32 1.2 / 1.3x, complex64 1.3 / 1.9x; AVX2
+// float32 1.2 / 1.4x (docs/benchmarks.md, "The n = 8 inverse's column order"). Unpacked straight
+// to dst (no scratch), the matrices' rows stored W at a time, complex64 took 1.4x the element-wise
+// unpack's time from 32 MiB, as the selects did. Wider rows (complex128, AVX2's complex64) take the
+// element-wise unpack, which beat the selects there on that Intel (1.0-2.0x). Not inlined, as
+// unpack_inverse_transposed.
+template <int N, int C, class R, int V, class L>
+__attribute__((noinline)) void unpack_inverse_permuted(const void* y, const L* pivots, int count, R* dst) {
+  constexpr int K = N * C;  // reals per row
+  R rows[V * N * K];
+  unpack<R, V>(y, int64_t(N) * K, count, rows);
+  int col[N], index[K];
+  for (int w = 0; w < count; ++w, dst += N * K) {
+    getri_columns(pivots, w, N, col);
+    for (int k = 0; k < K; ++k) index[k] = col[k / C] * C + k % C;
+    for (int i = 0; i < N; ++i) permute_row<R, K>(rows + (w * N + i) * K, index, dst + i * K);
+  }
 }
 
 // Asks for the cache lines of matrices [first, first + count) of data, per_matrix reals
@@ -593,9 +627,9 @@ void run_range(const job& jb, int64_t begin, int64_t end) {
         if constexpr (N < 0)
           unpack_inverse_transposed_rows<C>(a.data(), pivots.data(), n, count, static_cast<R*>(jb.x) + b * ka,
                                             columns.data());
-      } else if (N == 8 && V >= 8 && !jb.transpose_x) {
-        if constexpr (N == 8 && V >= 8)
-          unpack_inverse_swapped<N, R, V>(a.data(), pivots.data(), count, static_cast<R*>(jb.x) + b * ka);
+      } else if (N >= 8 && N * C <= V && !jb.transpose_x) {
+        if constexpr (N >= 8 && N * C <= V)
+          unpack_inverse_permuted<N, C, R, V>(a.data(), pivots.data(), count, static_cast<R*>(jb.x) + b * ka);
       } else {
         // n <= 2 came out of invert already transposed.
         unpack_inverse<C>(a.data(), pivots.data(), n, count, static_cast<R*>(jb.x) + b * ka, jb.transpose_x && n > 2,
