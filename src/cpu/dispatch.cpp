@@ -141,9 +141,9 @@ bool splits_512_bit_operations() {
 // (backend_isa.cpp, prefetch_matrices). On the AMD guests the prefetch paid at every size, most
 // from DRAM. On an Intel Xeon guest (AVX-512, 1 and 2 threads, 2 and 32 MiB of input) groups
 // of 8 KiB or less still want it (without: the inverses and solves from DRAM at n = 4..7 lost up
-// to 20 %), while above that, 129 prefetches and more in one burst, the L2 streamer alone kept
-// up and the calls ran 1.0-1.25x faster without them (docs/benchmarks.md, "Software prefetch
-// on Intel").
+// to 20 %), while above that, more than 128 prefetches in one burst, the L2 streamer alone
+// kept up and the calls ran 1.0-1.25x faster without them (docs/benchmarks.md, "Software
+// prefetch on Intel").
 std::int64_t prefetch_group_bytes() { return cpu_vendor_is("GenuineIntel") ? 8192 : INT64_MAX; }
 
 // The backend for this CPU (best first) and, in *loop, the one for n beyond the unrolled sizes.
