@@ -87,7 +87,7 @@ kern::det_accum<E> determinant_of_factors(const std::vector<T>& lu, const std::v
     E u;
     std::memcpy(&u, &lu[std::int64_t(i) * n + i], sizeof(E));
     acc.flip(ipiv[i] != i + 1);
-    acc.multiply(u);
+    acc.template multiply<true>(u);
     if ((i & 15) == 15) acc.normalize();
   }
   acc.normalize();

@@ -537,7 +537,7 @@ template <class E, class Block> TINYLA_HD lane_of<E> team_factor(Block& blk, tea
     sync_team(blk, in_warp);
     const pivot_inverse<E> pinv(a[k * ld + k]);
     acc.flip(p != k);
-    acc.multiply(pinv.p);
+    acc.template multiply<true>(pinv.p);
     info = first_zero_pivot(info, pinv.p, k);
     // Row k right of the diagonal receives the earlier steps; column k below
     // it becomes L's (disjoint entries).
@@ -748,7 +748,7 @@ TINYLA_HD lane_of<E> warp_factor(Block& blk, int rank, int n, Matrix* a, int* pi
       if (StoreFactors && rank == 0) piv[k] = p;
       const pivot_inverse<E> pinv(shuffle_element<W>(blk, col, owner));
       acc.flip(p != k);
-      acc.multiply(pinv.p);
+      acc.template multiply<true>(pinv.p);
       info = first_zero_pivot(info, pinv.p, k);
       const int was = place;
       if (was == p) place = k;

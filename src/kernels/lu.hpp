@@ -52,19 +52,30 @@ template <class T> constexpr T exact_pow2(int k) {
 // det_accum's bound for unnormalized products (below).
 template <class T> inline constexpr T unnormalized_bound = exact_pow2<T>(std::numeric_limits<T>::max_exponent - 24);
 
-// |det| = mant * 2^expo, det = sign * |det|. sign is +-1 (real) or a unit
-// complex phase; mant == 0 means singular (a zero pivot, whatever comes
-// after it), nan means a NaN pivot before any zero pivot. Readers
-// (logabsdet, determinant) need it normalized: 0.5 <= mant <= 1, which a
-// fresh accumulator, one multiply() on it, and normalize() all leave.
-// multiply<true>() (an elimination's pivots, normalize() after the last) keeps
-// SIMD lanes' mant unnormalized while every lane's product mant |pivot| stays within
-// 2^+-(max_exponent - 24) (unnormalized_bound): a normal number, rounded as mant times frexp's
-// fraction of |pivot| would be (the two differ by a power of two), so the
-// normalized result is the same, bit for bit, with no frexp per pivot (about
-// 20 vector instructions on AVX2). Other products (a zero, inf or NaN pivot,
-// one near the range's ends) take frexp's path from any mant in that range, and
-// normalize() after it.
+// |det| = mant * 2^expo, det = sign * |det| (real) or sign * mant * 2^expo (complex).
+// sign is +-1 (real) or a complex number (normalized: a unit phase); mant == 0
+// means singular (a zero pivot, whatever comes after it), nan means a NaN pivot
+// before any zero pivot. Readers (logabsdet, determinant) need it normalized:
+// 0.5 <= mant <= 1, |sign| = 1, which a fresh accumulator, one multiply() on
+// it, and normalize() all leave.
+// multiply<true>() (an elimination's pivots, normalize() after the last) skips
+// the per-pivot normalization while every product stays within
+// 2^+-(max_exponent - 24) (unnormalized_bound):
+// - real, SIMD lanes: mant is kept unnormalized while every lane's product mant |pivot|
+//   stays in range: a normal number, rounded as mant times frexp's fraction of |pivot| would
+//   be (the two differ by a power of two), so the normalized result is the same, bit for bit,
+//   with no frexp per pivot (about 20 vector instructions on AVX2);
+// - complex, every lane width: sign takes the pivot itself, sign * pivot, where that
+//   product's larger part is in range (per lane), and normalize() moves |sign| into mant.
+//   One complex product per pivot in place of a modulus and a phase (4 divisions and 2
+//   square roots): complex128 slogdet at n = 3, 4 about 1.5x. The phase's rounding differs
+//   from numpy's pivot-by-pivot sign * (p / |p|), within the same error bound (a complex
+//   product's normwise error is at most sqrt(5) u, Brent, Percival and Zimmermann, Math.
+//   Comp. 76 (2007)). A lane's bits do not depend on its neighbours: the range is checked
+//   per lane. multiply<false> on complex is that step and normalize(), so every lane width
+//   and the GPU give the same bits.
+// Other products (a zero, inf or NaN pivot, one near the range's ends) take frexp's path of
+// |pivot| and the phase p / |p|, and normalize() after it.
 template <class E> struct det_accum {
   using L = lane_of<E>;
   using T = lane_real<L>;
@@ -74,56 +85,88 @@ template <class E> struct det_accum {
 
   TINYLA_HD void flip(mask_of<L> m) { sign = select(m, -sign, sign); }
   template <bool Unnormalized = false> TINYLA_HD void multiply(E pivot) {
-    L mag, lifted = L(0);
     if constexpr (element_traits<E>::is_complex) {
-      lifted = scale_into_range(pivot);  // else |pivot| could round to a subnormal or overflow
-      // A NaN part makes the determinant NaN even beside an infinite part (which
-      // modulus, as C99's cabs, counts as an infinity): elimination cannot tell
-      // a NaN entry carried next to an inf from inf - inf, and numpy says NaN.
-      const auto nan_re = is_nan(pivot.re), nan_im = is_nan(pivot.im);  // named: no || for bool lanes
-      mag = select(nan_re | nan_im, L(std::numeric_limits<lane_real<L>>::quiet_NaN()), modulus(pivot));
-      sign = select(mag == L(0), sign, sign * unit_phase(pivot));
+      multiply_complex(pivot);
+      if constexpr (!Unnormalized) normalize();
+      return;
     } else {
-      mag = absval(pivot);
+      // SIMD lanes only. In a GPU thread the branch cost registers and local memory (sm_90,
+      // ptxas: the float64 determinant at n = 7 130 -> 141 registers) and lengthened the warp
+      // teams' steps; there frexp is a few integer operations.
+      constexpr bool lazy = Unnormalized && lane_traits<L>::width > 1;
+      const L mag = absval(pivot);
       sign = select(pivot < L(0), -sign, sign);
-    }
-    // SIMD lanes only. In a GPU thread the branch cost registers and local memory (sm_90, ptxas:
-    // the float64 determinant at n = 7 130 -> 141 registers, the complex128 adjugate's team
-    // kernel 80 bytes) and lengthened the warp teams' steps; there frexp is a few integer
-    // operations.
-    constexpr bool lazy = Unnormalized && lane_traits<L>::width > 1;
-    if constexpr (lazy) {
-      const L product = mant * mag;
-      if (!any_of(!((product >= L(T(1) / unnormalized_bound<T>)) & (product <= L(unnormalized_bound<T>))))) {
-        mant = product;
-        expo = expo - lifted;
-        return;
+      if constexpr (lazy) {
+        const L product = mant * mag;
+        if (!any_of(!in_unnormalized_range(product))) {
+          mant = product;
+          return;
+        }
       }
+      L e;
+      const L f = frexp2(mag, e);
+      // The first zero pivot decides, as LAPACK's info > 0 does for numpy:
+      // later pivots may be inf or NaN (0 * inf in the elimination).
+      mant = select(mant == L(0), mant, mant * f);
+      expo = expo + e;
+      if constexpr (lazy) normalize();  // else mant could drift below the range, step by step
     }
-    L e;
-    const L f = frexp2(mag, e);
-    // The first zero pivot decides, as LAPACK's info > 0 does for numpy:
-    // later pivots may be inf or NaN (0 * inf in the elimination).
-    mant = select(mant == L(0), mant, mant * f);
-    expo = expo + e - lifted;
-    if constexpr (lazy) normalize();  // else mant could drift below the range, step by step
   }
-  TINYLA_HD void normalize() {
-    L e;
-    mant = frexp2(mant, e);
-    expo = expo + e;
-  }
-  // sign as reported: 0 when singular, nan when nan, re-normalized phase.
+  TINYLA_HD void normalize() { normalize(sign, mant, expo); }
+  // sign as reported: 0 when singular, nan when nan.
   TINYLA_HD E reported_sign() const {
-    E s = sign;
-    if constexpr (element_traits<E>::is_complex) s = scale_by(s, L(1) / modulus(s));
-    s = select(mant == L(0), make_element<E>(0.0), s);
+    const E s = select(mant == L(0), make_element<E>(0.0), sign);
     return select(is_nan(mant), nan_element<E>(), s);
   }
   TINYLA_HD L logabsdet() const { return log_scaled(mant, expo); }
   // The phase times mant, then scaled: a complex determinant whose modulus overflows while
   // its parts do not (up to sqrt(2) x the largest number) keeps finite parts.
   TINYLA_HD E determinant() const { return scale_pow2(scale_by(reported_sign(), mant), expo); }
+
+ private:
+  static TINYLA_HD mask_of<L> in_unnormalized_range(L x) {
+    return (x >= L(T(1) / unnormalized_bound<T>)) & (x <= L(unnormalized_bound<T>));
+  }
+  // sign * pivot where its larger part is in range: a normal number whose parts' products
+  // neither overflow nor lose what matters (each is at most sqrt(2) x it). Elsewhere |pivot|
+  // and its phase, as numpy takes them.
+  TINYLA_HD void multiply_complex(E pivot) {
+    const E product = sign * pivot;
+    const auto in_range = in_unnormalized_range(max_component(product));  // false for NaN
+    if (!any_of(!in_range)) {
+      sign = product;
+      return;
+    }
+    const L lifted = scale_into_range(pivot);  // else |pivot| could round to a subnormal or overflow
+    // A NaN part makes the determinant NaN even beside an infinite part (which
+    // modulus, as C99's cabs, counts as an infinity): elimination cannot tell
+    // a NaN entry carried next to an inf from inf - inf, and numpy says NaN.
+    const auto nan_re = is_nan(pivot.re), nan_im = is_nan(pivot.im);  // named: no || for bool lanes
+    const L mag = select(nan_re | nan_im, L(std::numeric_limits<T>::quiet_NaN()), modulus(pivot));
+    L e;
+    const L f = frexp2(mag, e);
+    // The first zero pivot decides (as for real types); a zero pivot leaves sign as it is.
+    E s = select(mag == L(0), sign, sign * unit_phase(pivot));
+    L m = select(mant == L(0), mant, mant * f), x = expo + e - lifted;
+    normalize(s, m, x);  // per lane: its next product is in range again, whatever its neighbours do
+    sign = select(in_range, product, s);
+    mant = select(in_range, mant, m);
+    expo = select(in_range, expo, x);
+  }
+  static TINYLA_HD void normalize(E& sign, L& mant, L& expo) {
+    if constexpr (element_traits<E>::is_complex) {
+      // |sign| into mant. sign is never 0 or infinite (see multiply_complex); NaN only after a
+      // NaN pivot, which left mant NaN (or 0, where a zero pivot came first).
+      const L m = modulus(sign);
+      const auto number = m == m;
+      // Divided, not times 1/m: a real or imaginary phase comes out exactly +-1 or +-i.
+      sign = select(number, E{sign.re / m, sign.im / m}, sign);
+      mant = select(number, mant * m, mant);
+    }
+    L e;
+    mant = frexp2(mant, e);
+    expo = expo + e;
+  }
 };
 
 // Stands in for det_accum where no output needs the determinant (inv, solve):
