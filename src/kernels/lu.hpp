@@ -90,7 +90,6 @@ template <class E> struct det_accum {
     if constexpr (element_traits<E>::is_complex) {
       multiply_complex(pivot);
       if constexpr (!Unnormalized) normalize();
-      return;
     } else {
       // SIMD lanes only. In a GPU thread the branch cost registers and local memory (sm_90,
       // ptxas: the float64 determinant at n = 7 130 -> 141 registers) and lengthened the warp
